@@ -1,0 +1,38 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "MagicMirror",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "MagicMirror", targets: ["MagicMirror"]),
+        .library(name: "MirrorTesting", targets: ["MirrorTesting"]),
+    ],
+    dependencies: [],
+    targets: [
+        .target(name: "MagicMirror"),
+        .target(name: "MirrorTesting", dependencies: ["MagicMirror"]),
+        // A small executable the multi-process and crash tests start as real processes.
+        .executableTarget(
+            name: "mirror-worker",
+            dependencies: ["MagicMirror", "MirrorTesting"],
+            path: "Tests/MirrorWorker"
+        ),
+        .testTarget(
+            name: "MagicMirrorTests",
+            dependencies: ["MagicMirror", "MirrorTesting", "mirror-worker"]
+        ),
+        .testTarget(
+            name: "MirrorTestingTests",
+            dependencies: ["MagicMirror", "MirrorTesting"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+for target in package.targets {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    target.swiftSettings = settings
+}

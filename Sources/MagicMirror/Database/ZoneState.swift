@@ -1,0 +1,218 @@
+import Foundation
+
+/// The in-memory state of one zone and the rules every ``RecordDatabase`` applies to it:
+/// versions, conflicts, idempotent retries, atomic commits, tokens and change sets.
+///
+/// Both shipped databases keep one per zone (the JSON-file database rebuilds it from the
+/// snapshot and journal), so the semantics the conformance suite checks live in one place.
+/// Not thread-safe: the owner guards it.
+package struct ZoneState: Sendable {
+    /// Every record of the current generation, tombstones included.
+    package private(set) var records: [String: StoredRecord] = [:]
+    /// The ids changed by each sequence number after `baseSequence`, in order.
+    private var log: [(sequence: Int, ids: [String])] = []
+    /// The sequence number of the last change of each record in `log`.
+    private var lastSequence: [String: Int] = [:]
+    /// The token of the state.
+    package private(set) var token: ChangeToken
+    /// The sequence the generation started at (its snapshot's last sequence).
+    package private(set) var baseSequence: Int
+
+    /// An empty zone, or one that starts from a snapshot of live records.
+    package init(generation: Int = 0, sequence: Int = 0, records: [StoredRecord] = []) {
+        token = ChangeToken(generation: generation, sequence: sequence)
+        baseSequence = sequence
+        for record in records { self.records[record.id] = record }
+    }
+
+    /// The live records, in no particular order.
+    package var liveRecords: [StoredRecord] { records.values.filter { !$0.isDeleted } }
+
+    /// Number of live records.
+    package var liveCount: Int { records.values.reduce(0) { $0 + ($1.isDeleted ? 0 : 1) } }
+
+    /// Checks every operation against the state without changing it.
+    ///
+    /// - Returns: The stored records the operations would produce when every one applies
+    ///   (`records` — each `nil` for an idempotent retry, which stores nothing), or the
+    ///   conflict outcome.
+    package func prepare(
+        _ operations: [RecordOperation], writer: String
+    ) -> Result<[StoredRecord?], CommitConflict> {
+        var results: [CommitOutcome.Result] = []
+        var produced: [StoredRecord?] = []
+        var conflicted = false
+        results.reserveCapacity(operations.count)
+        produced.reserveCapacity(operations.count)
+        for operation in operations {
+            let stored = records[operation.recordID]
+            if let stored, stored.writer == writer, stored.modified == operation.timestamp {
+                // A retry of a change that is already stored.
+                results.append(.applied(stored))
+                produced.append(nil)
+                continue
+            }
+            let storedVersion = stored?.version ?? 0
+            guard storedVersion == operation.baseVersion else {
+                conflicted = true
+                results.append(.conflict(current: stored))
+                produced.append(nil)
+                continue
+            }
+            let fields: Data?
+            switch operation.action {
+            case .save(let data): fields = data
+            case .delete: fields = nil
+            }
+            let record = StoredRecord(
+                id: operation.recordID, version: storedVersion + 1, fields: fields,
+                modified: operation.timestamp, writer: writer)
+            results.append(.applied(record))
+            produced.append(record)
+        }
+        if conflicted {
+            let marked = results.map { result -> CommitOutcome.Result in
+                if case .applied = result { return .notApplied }
+                return result
+            }
+            return .failure(CommitConflict(outcome: CommitOutcome(results: marked, token: token)))
+        }
+        return .success(produced)
+    }
+
+    /// Applies one committed change (a new record state) as the next sequence number.
+    /// Used for changes this process commits and for changes read from other writers.
+    ///
+    /// - Parameter sequence: The change's sequence number; must be greater than the token's.
+    package mutating func apply(_ changed: [StoredRecord], sequence: Int) {
+        guard !changed.isEmpty else {
+            token.sequence = max(token.sequence, sequence)
+            return
+        }
+        var ids: [String] = []
+        ids.reserveCapacity(changed.count)
+        for record in changed {
+            records[record.id] = record
+            lastSequence[record.id] = sequence
+            ids.append(record.id)
+        }
+        log.append((sequence, ids))
+        token.sequence = sequence
+    }
+
+    /// Starts a new generation from the current state: drops tombstones and history.
+    package mutating func compact(toGeneration generation: Int) {
+        records = records.filter { !$0.value.isDeleted }
+        log.removeAll(keepingCapacity: false)
+        lastSequence.removeAll(keepingCapacity: false)
+        baseSequence = token.sequence
+        token.generation = generation
+    }
+
+    /// The outcome of a commit that applied `produced` from `operations`.
+    package func outcome(for prepared: [StoredRecord?], of operations: [RecordOperation]) -> CommitOutcome {
+        var results: [CommitOutcome.Result] = []
+        results.reserveCapacity(prepared.count)
+        for (index, record) in prepared.enumerated() {
+            if let record {
+                results.append(.applied(record))
+            } else if let stored = records[operations[index].recordID] {
+                results.append(.applied(stored))
+            }
+        }
+        return CommitOutcome(results: results, token: token)
+    }
+
+    /// The changes after `since` (see ``RecordDatabase/changes(in:since:)``).
+    package func changes(since: ChangeToken) -> ChangeSet {
+        guard since.generation == token.generation, since.sequence >= baseSequence,
+              since.sequence <= token.sequence
+        else {
+            return ChangeSet(records: liveRecords, token: token, isComplete: true)
+        }
+        // Binary search for the first log entry after `since`.
+        var low = 0
+        var high = log.count
+        while low < high {
+            let middle = (low + high) / 2
+            if log[middle].sequence <= since.sequence { low = middle + 1 } else { high = middle }
+        }
+        var changed: [StoredRecord] = []
+        for entry in log[low...] {
+            for id in entry.ids where lastSequence[id] == entry.sequence {
+                if let record = records[id] { changed.append(record) }
+            }
+        }
+        return ChangeSet(records: changed, token: token, isComplete: false)
+    }
+
+    /// The live records among `ids`.
+    package func fetch(_ ids: [String]) -> [StoredRecord] {
+        ids.compactMap { id in
+            guard let record = records[id], !record.isDeleted else { return nil }
+            return record
+        }
+    }
+
+    /// Groups changed records into notifications, at most one per reason.
+    package func notifications(
+        for changed: [StoredRecord], databaseIdentifier: String, zone: ZoneID, writer: String?
+    ) -> [RemoteNotification] {
+        var byReason: [RemoteNotification.Reason: [String]] = [:]
+        var order: [RemoteNotification.Reason] = []
+        for record in changed {
+            let reason: RemoteNotification.Reason =
+                record.isDeleted ? .deleted : (record.version == 1 ? .created : .updated)
+            if byReason[reason] == nil { order.append(reason) }
+            byReason[reason, default: []].append(record.id)
+        }
+        return order.map { reason in
+            RemoteNotification(
+                databaseIdentifier: databaseIdentifier, zone: zone, recordIDs: byReason[reason]!,
+                reason: reason, token: token, writer: writer)
+        }
+    }
+
+    /// Validates operations before they are prepared: record ids, distinct ids, fields
+    /// that are JSON objects.
+    package static func validate(_ operations: [RecordOperation], zone: ZoneID) throws(MirrorError) {
+        try zone.validate()
+        var seen = Set<String>()
+        seen.reserveCapacity(operations.count)
+        for operation in operations {
+            try NameRules.check(
+                operation.recordID, as: "record id", scope: zone.scope, recordType: zone.recordType)
+            guard seen.insert(operation.recordID).inserted else {
+                throw MirrorError(
+                    .invalidRecord, "a commit names record \(operation.recordID) more than once",
+                    recordIDs: [operation.recordID], recordType: zone.recordType, scope: zone.scope)
+            }
+            if case .save(let fields) = operation.action, !JSONShape.isObject(fields) {
+                throw MirrorError(
+                    .invalidRecord, "the fields of record \(operation.recordID) are not a JSON object",
+                    recordIDs: [operation.recordID], recordType: zone.recordType, scope: zone.scope)
+            }
+        }
+    }
+}
+
+/// A commit that was refused because some of its operations conflicted.
+package struct CommitConflict: Error, Sendable {
+    /// The outcome to return to the caller.
+    package var outcome: CommitOutcome
+}
+
+/// Cheap checks of the shape of JSON bytes.
+package enum JSONShape {
+    /// Whether `data` is one JSON object (leading and trailing white space allowed).
+    ///
+    /// Checks the outer braces cheaply and parses only when the fast check passes, so that
+    /// a value like `{"a":1} {"b":2}` or `{"a":` is refused.
+    package static func isObject(_ data: Data) -> Bool {
+        let whitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
+        guard let first = data.first(where: { !whitespace.contains($0) }), first == UInt8(ascii: "{"),
+              let last = data.last(where: { !whitespace.contains($0) }), last == UInt8(ascii: "}")
+        else { return false }
+        return (try? JSONSerialization.jsonObject(with: data)) is [String: Any]
+    }
+}

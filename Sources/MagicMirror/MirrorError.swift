@@ -1,0 +1,249 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// An error raised or reported by MagicMirror.
+///
+/// Every failure in MagicMirror is a `MirrorError`: thrown from the awaited calls
+/// (``RecordDatabase`` methods, `Mirror.flush()`), and, for work that runs in the
+/// background, posted once as a notification named `.mirrorError` with the error as its
+/// `object`.
+///
+/// A `MirrorError` carries its ``kind``, a human-readable ``message`` and whatever context
+/// is known: the ``recordIDs`` involved, the ``recordType``, the ``scope``, the ``file``
+/// and the ``underlying`` error.
+///
+/// Match a kind with a `catch` pattern:
+///
+/// ```swift
+/// do {
+///     try await database.commit(operations, to: zone)
+/// } catch MirrorError.invalidName {
+///     print("bad name")
+/// }
+/// ```
+///
+/// Kinds are static members over an internal code rather than a public enum, so new kinds
+/// can be added without breaking exhaustive `switch` statements in your code.
+public struct MirrorError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, in one of a small set of categories.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        package enum Code: String, Sendable {
+            case invalidName
+            case invalidRecord
+            case conflict
+            case corruptEntry
+            case decodingFailed
+            case encodingFailed
+            case unsupportedFormat
+            case ioFailure
+            case diskFull
+            case permissionDenied
+            case readOnly
+            case unavailable
+            case notFound
+            case accountUnavailable
+            case cancelled
+            case timedOut
+        }
+
+        package let code: Code
+
+        package init(_ code: Code) { self.code = code }
+
+        /// A record type, user name or record id that cannot be used as a name:
+        /// empty, longer than 255 bytes, containing `/` or NUL, or `.` / `..`.
+        public static let invalidName = Kind(.invalidName)
+        /// A record or operation that the database refuses (for example a save whose fields
+        /// are not a JSON object).
+        public static let invalidRecord = Kind(.invalidRecord)
+        /// A commit was based on a version of a record that is no longer current.
+        public static let conflict = Kind(.conflict)
+        /// A stored entry (a journal line, a snapshot) that cannot be read. Its bytes are kept
+        /// in quarantine; everything else loads.
+        public static let corruptEntry = Kind(.corruptEntry)
+        /// A stored record that no longer decodes as the record type (the type changed).
+        /// The record is skipped and left untouched in the database.
+        public static let decodingFailed = Kind(.decodingFailed)
+        /// A record that could not be encoded as a JSON object.
+        public static let encodingFailed = Kind(.encodingFailed)
+        /// The database was written in a format version this library does not know.
+        /// Nothing is modified.
+        public static let unsupportedFormat = Kind(.unsupportedFormat)
+        /// A read, write, flush or rename failed (for example `EIO`).
+        public static let ioFailure = Kind(.ioFailure)
+        /// The disk is full (`ENOSPC`, `EDQUOT`).
+        public static let diskFull = Kind(.diskFull)
+        /// The process may not read or write a file (`EACCES`, `EPERM`).
+        public static let permissionDenied = Kind(.permissionDenied)
+        /// The database or its file system is read-only (`EROFS`).
+        public static let readOnly = Kind(.readOnly)
+        /// The database cannot be reached for now.
+        public static let unavailable = Kind(.unavailable)
+        /// Something that was expected to exist does not.
+        public static let notFound = Kind(.notFound)
+        /// The current user's account or private scope cannot be reached.
+        public static let accountUnavailable = Kind(.accountUnavailable)
+        /// The work was cancelled.
+        public static let cancelled = Kind(.cancelled)
+        /// Waiting for something took longer than allowed.
+        public static let timedOut = Kind(.timedOut)
+
+        /// Whether retrying the same operation later may succeed.
+        ///
+        /// Disk-full, I/O, permission, read-only, unavailable and time-out failures are
+        /// transient: the condition can clear without the operation changing. Invalid names,
+        /// invalid records, encoding failures and unsupported formats are not.
+        public var isTransient: Bool {
+            switch code {
+            case .ioFailure, .diskFull, .permissionDenied, .readOnly, .unavailable, .timedOut,
+                 .accountUnavailable:
+                return true
+            case .invalidName, .invalidRecord, .conflict, .corruptEntry, .decodingFailed,
+                 .encodingFailed, .unsupportedFormat, .notFound, .cancelled:
+                return false
+            }
+        }
+
+        public var description: String { code.rawValue }
+
+        /// Whether an error is a ``MirrorError`` of this kind; lets
+        /// `catch MirrorError.diskFull` work.
+        public static func ~= (kind: Kind, error: any Error) -> Bool {
+            (error as? MirrorError)?.kind == kind
+        }
+    }
+
+    /// The category of the failure.
+    public var kind: Kind
+    /// A sentence that says what went wrong, for people.
+    public var message: String
+    /// The ids of the records involved, if any.
+    public var recordIDs: [String]
+    /// The record type involved, if known.
+    public var recordType: String?
+    /// The scope involved, if known.
+    public var scope: Scope?
+    /// The file involved, if any.
+    public var file: String?
+    /// The error that caused this one, if any (for example a `POSIXError` or a
+    /// `DecodingError`).
+    public var underlying: (any Error)?
+
+    /// Creates an error.
+    ///
+    /// - Parameters:
+    ///   - kind: The category of the failure.
+    ///   - message: A sentence that says what went wrong.
+    ///   - recordIDs: The ids of the records involved.
+    ///   - recordType: The record type involved.
+    ///   - scope: The scope involved.
+    ///   - file: The path of the file involved.
+    ///   - underlying: The error that caused this one.
+    public init(
+        _ kind: Kind,
+        _ message: String,
+        recordIDs: [String] = [],
+        recordType: String? = nil,
+        scope: Scope? = nil,
+        file: String? = nil,
+        underlying: (any Error)? = nil
+    ) {
+        self.kind = kind
+        self.message = message
+        self.recordIDs = recordIDs
+        self.recordType = recordType
+        self.scope = scope
+        self.file = file
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        var parts = ["MirrorError.\(kind): \(message)"]
+        if let recordType { parts.append("record type: \(recordType)") }
+        if let scope { parts.append("scope: \(scope)") }
+        if !recordIDs.isEmpty {
+            let shown = recordIDs.prefix(5).joined(separator: ", ")
+            parts.append("records: \(shown)\(recordIDs.count > 5 ? ", … (\(recordIDs.count))" : "")")
+        }
+        if let file { parts.append("file: \(file)") }
+        if let underlying { parts.append("underlying: \(underlying)") }
+        return parts.joined(separator: "; ")
+    }
+
+    /// Returns a copy with context filled in where it is still missing.
+    package func adding(
+        recordIDs: [String]? = nil,
+        recordType: String? = nil,
+        scope: Scope? = nil,
+        file: String? = nil
+    ) -> MirrorError {
+        var copy = self
+        if copy.recordIDs.isEmpty, let recordIDs { copy.recordIDs = recordIDs }
+        if copy.recordType == nil { copy.recordType = recordType }
+        if copy.scope == nil { copy.scope = scope }
+        if copy.file == nil { copy.file = file }
+        return copy
+    }
+
+    /// Makes an error from a failed system call's `errno`, choosing the kind from it:
+    /// `ENOSPC`/`EDQUOT` → ``Kind/diskFull``, `EACCES`/`EPERM` → ``Kind/permissionDenied``,
+    /// `EROFS` → ``Kind/readOnly``, anything else → ``Kind/ioFailure``.
+    package static func posix(_ code: Int32, _ operation: String, file: String? = nil) -> MirrorError {
+        let kind: Kind
+        switch code {
+        case ENOSPC, EDQUOT: kind = .diskFull
+        case EACCES, EPERM: kind = .permissionDenied
+        case EROFS: kind = .readOnly
+        default: kind = .ioFailure
+        }
+        let reason = String(cString: strerror(code))
+        return MirrorError(
+            kind, "\(operation) failed: \(reason)", file: file,
+            underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO))
+    }
+}
+
+extension MirrorError {
+    /// See ``Kind/invalidName``.
+    public static let invalidName = Kind.invalidName
+    /// See ``Kind/invalidRecord``.
+    public static let invalidRecord = Kind.invalidRecord
+    /// See ``Kind/conflict``.
+    public static let conflict = Kind.conflict
+    /// See ``Kind/corruptEntry``.
+    public static let corruptEntry = Kind.corruptEntry
+    /// See ``Kind/decodingFailed``.
+    public static let decodingFailed = Kind.decodingFailed
+    /// See ``Kind/encodingFailed``.
+    public static let encodingFailed = Kind.encodingFailed
+    /// See ``Kind/unsupportedFormat``.
+    public static let unsupportedFormat = Kind.unsupportedFormat
+    /// See ``Kind/ioFailure``.
+    public static let ioFailure = Kind.ioFailure
+    /// See ``Kind/diskFull``.
+    public static let diskFull = Kind.diskFull
+    /// See ``Kind/permissionDenied``.
+    public static let permissionDenied = Kind.permissionDenied
+    /// See ``Kind/readOnly``.
+    public static let readOnly = Kind.readOnly
+    /// See ``Kind/unavailable``.
+    public static let unavailable = Kind.unavailable
+    /// See ``Kind/notFound``.
+    public static let notFound = Kind.notFound
+    /// See ``Kind/accountUnavailable``.
+    public static let accountUnavailable = Kind.accountUnavailable
+    /// See ``Kind/cancelled``.
+    public static let cancelled = Kind.cancelled
+    /// See ``Kind/timedOut``.
+    public static let timedOut = Kind.timedOut
+}
+
+extension Notification.Name {
+    /// Posted once for every failure MagicMirror reports; the notification's `object` is the
+    /// ``MirrorError``.
+    public static let mirrorError = Notification.Name("MagicMirror.mirrorError")
+}

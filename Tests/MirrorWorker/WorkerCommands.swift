@@ -1,0 +1,8 @@
+/// The subcommands of `mirror-worker`, by name. Each takes the remaining arguments.
+enum WorkerCommands {
+    typealias Command = @Sendable ([String]) async throws -> Void
+
+    static let all: [String: Command] = [
+        "echo": { arguments in print(arguments.joined(separator: " ")) },
+    ]
+}
