@@ -139,10 +139,8 @@ struct TodoConsole {
         case let error as MirrorError: message = error.message + (error.file.map { " (\($0))" } ?? "")
         default: message = String(describing: error)
         }
-        FileHandle.standardError.write(Data("mirror-todo: \(message)\n".utf8))
-        if error is UsageError {
-            FileHandle.standardError.write(Data("run 'mirror-todo help' for usage\n".utf8))
-        }
+        let hint = error is UsageError ? "; run 'mirror-todo help' for usage" : ""
+        FileHandle.standardError.write(Data("mirror-todo: \(message)\(hint)\n".utf8))
         exit(code)
     }
 }

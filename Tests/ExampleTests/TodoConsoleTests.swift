@@ -108,6 +108,7 @@ import Testing
         #expect(result.status != 0)
         #expect(result.stderr.hasPrefix("mirror-todo: "), "\(result.stderr)")
         #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
         #expect(result.stdout.isEmpty)
     }
 
