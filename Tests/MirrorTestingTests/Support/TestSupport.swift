@@ -1,0 +1,62 @@
+import Foundation
+import MagicMirror
+import MirrorTesting
+import Synchronization
+import Testing
+
+/// Encodes a small JSON object for tests.
+func fields(_ object: [String: any Sendable]) -> Data {
+    try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+}
+
+/// A new clock reading.
+func now() -> HLCTimestamp { HybridLogicalClock.shared.now() }
+
+/// A save of a new record (based on version 0).
+func newRecord(_ id: String, _ object: [String: any Sendable] = ["v": 1], base: Int = 0) -> RecordOperation {
+    .save(id, fields: fields(object), baseVersion: base, timestamp: now())
+}
+
+/// Collects the notifications a subscription receives, and lets a test wait for them.
+final class NotificationLog: Sendable {
+    private let received = Mutex<[RemoteNotification]>([])
+    private let continuation: AsyncStream<[RemoteNotification]>.Continuation
+    /// The received notifications, again after each one.
+    let updates: AsyncStream<[RemoteNotification]>
+
+    init() {
+        (updates, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        continuation.yield([])
+    }
+
+    /// The subscription handler.
+    var handler: @Sendable (RemoteNotification) -> Void {
+        { [self] notification in
+            received.withLock { received in
+                received.append(notification)
+                continuation.yield(received)
+            }
+        }
+    }
+
+    var all: [RemoteNotification] { received.withLock { $0 } }
+}
+
+/// Expects `body` to throw a ``MirrorError`` of `kind`, and returns it.
+@discardableResult
+func expectError<Result>(
+    _ kind: MirrorError.Kind, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> Result
+) async -> MirrorError? {
+    do {
+        let result = try await body()
+        Issue.record("expected MirrorError.\(kind), got \(result)", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as MirrorError {
+        #expect(error.kind == kind, "\(error)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected MirrorError.\(kind), got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
