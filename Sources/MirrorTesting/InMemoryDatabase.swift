@@ -167,10 +167,15 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
         struct Contents: Sendable {
             var zones: [ZoneID: ZoneState] = [:]
             var log: [CommitLogEntry] = []
-            var logObservers: [Int: AsyncStream<[CommitLogEntry]>.Continuation] = [:]
-            var nextObserver = 0
+            /// Grows with every change of `log`, so readers of ``CommitLogUpdates`` know
+            /// whether they saw the latest log.
+            var logVersion = 0
+            /// Readers of ``CommitLogUpdates`` suspended until the log changes; each is
+            /// resumed with the log and its version.
+            var logWaiters: [Int: CheckedContinuation<(log: [CommitLogEntry], version: Int)?, Never>] = [:]
+            var nextLogWaiter = 0
 
-            /// Appends to the log and tells the observers, in log order (under the lock).
+            /// Appends to the log and wakes its readers.
             mutating func log(
                 _ result: CommitLogEntry.Result, zone: ZoneID, writer: String,
                 operations: [RecordOperation], simulated: Bool
@@ -178,7 +183,15 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
                 log.append(CommitLogEntry(
                     index: log.count, zone: zone, writer: writer, operations: operations,
                     result: result, time: Date(), isSimulated: simulated))
-                for observer in logObservers.values { observer.yield(log) }
+                logChanged()
+            }
+
+            /// Wakes the readers of the log after a change.
+            mutating func logChanged() {
+                logVersion += 1
+                let waiters = logWaiters
+                logWaiters.removeAll()
+                for waiter in waiters.values { waiter.resume(returning: (log, logVersion)) }
             }
         }
 
