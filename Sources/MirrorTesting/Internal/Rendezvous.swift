@@ -16,7 +16,7 @@ final class Rendezvous<Value: Sendable>: Sendable {
     }
 
     private let state = Mutex<State>(.pending(nil))
-    /// Run once, by whoever resolves, after the waiter is resumed (cancels timers, removes
+    /// Run once, by whoever resolves, before the waiter is resumed (cancels tasks, removes
     /// registrations).
     private let cleanup = Mutex<[@Sendable () -> Void]>([])
 
@@ -48,12 +48,13 @@ final class Rendezvous<Value: Sendable>: Sendable {
             return (true, waiter)
         }
         guard outcome.resolved else { return false }
-        outcome.waiter?.resume(with: result.mapError { $0 as any Error })
+        // Clean up first, so the waiter finds everything released when it resumes.
         let actions = cleanup.withLock { actions in
             defer { actions.removeAll() }
             return actions
         }
         for action in actions { action() }
+        outcome.waiter?.resume(with: result.mapError { $0 as any Error })
         return true
     }
 

@@ -60,3 +60,27 @@ func expectError<Result>(
         return nil
     }
 }
+
+/// The result of `task`, failing with ``MirrorError/Kind/timedOut`` when it does not finish
+/// within `timeout` (so a test that expects a task to end cannot hang).
+func result<Success: Sendable>(
+    of task: Task<Success, any Error>, within timeout: Duration = .seconds(10)
+) async throws -> Result<Success, any Error> {
+    let (finished, signal) = AsyncStream.makeStream(of: Result<Success, any Error>.self)
+    let watcher = Task {
+        do { signal.yield(.success(try await task.value)) } catch { signal.yield(.failure(error)) }
+    }
+    defer { watcher.cancel() }
+    return try await finished.waitUntil(timeout: timeout, "the task to finish") { _ in true }
+}
+
+/// The value of `task`, failing with ``MirrorError/Kind/timedOut`` when it does not finish
+/// within `timeout`.
+func value<Success: Sendable>(
+    of task: Task<Success, Never>, within timeout: Duration = .seconds(10)
+) async throws -> Success {
+    let (finished, signal) = AsyncStream.makeStream(of: Success.self)
+    let watcher = Task { signal.yield(await task.value) }
+    defer { watcher.cancel() }
+    return try await finished.waitUntil(timeout: timeout, "the task to finish") { _ in true }
+}
