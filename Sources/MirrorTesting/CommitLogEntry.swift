@@ -82,6 +82,7 @@ public struct CommitLogEntry: Sendable, CustomStringConvertible {
     /// The ids of the records the commit named, in the order of its operations.
     public var recordIDs: [String] { operations.map(\.recordID) }
 
+    /// One line: index, zone, writer, record ids and what became of the commit.
     public var description: String {
         let what: String
         switch result {

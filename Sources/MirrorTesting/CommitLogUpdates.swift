@@ -14,6 +14,7 @@ extension InMemoryDatabase {
     /// abandoned iteration leaves nothing behind. Cancelling the iterating task ends the
     /// sequence.
     public struct CommitLogUpdates: AsyncSequence, Sendable {
+        /// The whole commit log.
         public typealias Element = [CommitLogEntry]
 
         let store: Store
@@ -59,6 +60,7 @@ extension InMemoryDatabase {
             }
         }
 
+        /// Starts reading; the first call to `next()` returns the log as it is then.
         public func makeAsyncIterator() -> AsyncIterator {
             AsyncIterator(store: store, seenVersion: nil)
         }

@@ -16,6 +16,7 @@ extension InMemoryDatabase {
         /// system mounted read-only.
         case readOnly
 
+        /// The case's name.
         public var description: String {
             switch self {
             case .available: "available"

@@ -33,7 +33,10 @@ import Synchronization
 /// > with ``writer(named:)`` nor the simulated writers, just as a failing connection in one
 /// > process does not stop the others.
 public final class InMemoryDatabase: RecordDatabase, Sendable {
+    /// The database's identifier, shared by every instance made with ``writer(named:)``.
     public let identifier: String
+    /// The id this instance's commits carry: `memory-` and eight hex digits, or the name
+    /// given to ``writer(named:)``.
     public let writerID: String
 
     /// The records, history, commit log and subscriptions, shared with every instance made

@@ -75,6 +75,7 @@ public struct SampleRecord: Recordable, Hashable, CustomStringConvertible {
         Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
     }
 
+    /// The title, state, priority, note and the start of the id, on one line.
     public var description: String {
         var text = "SampleRecord(\(title.debugDescription), \(isDone ? "done" : "open"), priority \(priority)"
         if let note { text += ", note \(note.debugDescription)" }
