@@ -3,7 +3,9 @@ import MagicMirror
 import Synchronization
 
 extension InMemoryDatabase {
-    /// The live records of a record type, decoded, in the order they were last changed.
+    /// The live records of a record type, decoded, in the order they were last changed
+    /// (by the ``StoredRecord/modified`` clock reading of their last change, then writer
+    /// and id).
     ///
     /// Reads the store directly, without latency or injected faults, so a test can check
     /// what its code stored:
@@ -32,7 +34,8 @@ extension InMemoryDatabase {
         return records
     }
 
-    /// The records of a zone as stored, in the order they were last changed.
+    /// The records of a zone as stored, in the order they were last changed (by the
+    /// ``StoredRecord/modified`` clock reading of their last change, then writer and id).
     ///
     /// Reads the store directly, without latency or injected faults.
     ///
