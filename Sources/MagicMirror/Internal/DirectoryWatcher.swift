@@ -394,6 +394,9 @@ extension DirectoryWatcher.Core {
 
     /// A directory's source and one source per file in it.
     struct WatchedDirectory {
+        /// The inode the directory's source watches: when the path names another one (or
+        /// none), the directory was moved or deleted.
+        var inode: UInt64
         var source: any DispatchSourceFileSystemObject
         /// By file name: the inode the source watches and the source.
         var files: [String: (inode: UInt64, source: any DispatchSourceFileSystemObject)] = [:]
@@ -411,12 +414,18 @@ extension DirectoryWatcher.Core {
             default: return .failed(MirrorError.posix(code, "open", file: directory))
             }
         }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let error = MirrorError.posix(errno, "fstat", file: directory)
+            close(descriptor)
+            return .failed(error)
+        }
         let source = makeSource(
             descriptor, events: [.write, .link, .delete, .rename, .revoke, .attrib]
-        ) { [weak self] events in
-            self?.directoryFired(directory, events: events)
+        ) { [weak self] in
+            self?.directoryFired(directory)
         }
-        var watched = WatchedDirectory(source: source)
+        var watched = WatchedDirectory(inode: UInt64(info.st_ino), source: source)
         refreshFileSources(of: directory, in: &watched)
         state.native.directories[directory] = watched
         source.resume()
@@ -425,7 +434,8 @@ extension DirectoryWatcher.Core {
 
     fileprivate func removeNative(_ directory: String, state: inout State) {
         guard let watched = state.native.directories.removeValue(forKey: directory) else { return }
-        Self.cancelSources(of: watched)
+        watched.source.cancel()
+        for file in watched.files.values { file.source.cancel() }
     }
 
     fileprivate func takeNativeSources(_ state: inout State) -> [any DispatchSourceProtocol] {
@@ -435,22 +445,14 @@ extension DirectoryWatcher.Core {
         }
     }
 
-    private static func cancelSources(of watched: WatchedDirectory) {
-        watched.source.cancel()
-        for file in watched.files.values { file.source.cancel() }
-    }
-
-    /// Makes a vnode source on `descriptor` that `cancel` closes. Not yet resumed.
+    /// Makes a vnode source on `descriptor` that closes it when cancelled. Not yet resumed.
     private func makeSource(
         _ descriptor: Int32, events: DispatchSource.FileSystemEvent,
-        handler: @escaping @Sendable (DispatchSource.FileSystemEvent) -> Void
+        handler: @escaping @Sendable () -> Void
     ) -> any DispatchSourceFileSystemObject {
         let source = DispatchSource.makeFileSystemObjectSource(
             fileDescriptor: descriptor, eventMask: events, queue: queue)
-        source.setEventHandler { [weak source] in
-            guard let source else { return }
-            handler(source.data)
-        }
+        source.setEventHandler { handler() }
         let group = openSources
         source.setCancelHandler {
             close(descriptor)
@@ -469,8 +471,7 @@ extension DirectoryWatcher.Core {
             watched.files[name] = nil
         }
         for (name, stamp) in listing.files where watched.files[name] == nil && stamp.isRegularFile {
-            let path = directory + "/" + name
-            let descriptor = open(path, O_EVTONLY | O_CLOEXEC | O_NOFOLLOW)
+            let descriptor = open(directory + "/" + name, O_EVTONLY | O_CLOEXEC | O_NOFOLLOW)
             guard descriptor >= 0 else { continue }  // gone again; the directory fires
             var info = stat()
             guard fstat(descriptor, &info) == 0 else {
@@ -478,40 +479,28 @@ extension DirectoryWatcher.Core {
                 continue
             }
             let source = makeSource(descriptor, events: [.write, .extend, .attrib, .delete, .rename]) {
-                [weak self] events in
-                self?.fileFired(in: directory, events: events)
+                [weak self] in
+                self?.directoryFired(directory)
             }
             watched.files[name] = (UInt64(info.st_ino), source)
             source.resume()
         }
     }
 
-    /// On `queue`.
-    private func directoryFired(_ directory: String, events: DispatchSource.FileSystemEvent) {
+    /// The directory or one of its files changed: follow files renamed over others, then
+    /// report, so that appends after the receiver's catch-up are seen. On `queue`.
+    private func directoryFired(_ directory: String) {
         state.withLock { state in
-            guard state.directories[directory] == .native else { return }
-            if !events.isDisjoint(with: [.delete, .rename, .revoke]) {
+            guard state.directories[directory] == .native,
+                  var watched = state.native.directories[directory] else { return }
+            var info = stat()
+            guard lstat(directory, &info) == 0, UInt64(info.st_ino) == watched.inode else {
                 // The directory itself went away or moved: poll its path from now on.
                 fallBackToPolling([directory], state: &state)
-            } else if var watched = state.native.directories[directory] {
-                // Follow files renamed over others before reporting, so that appends after
-                // the receiver's catch-up are seen.
-                refreshFileSources(of: directory, in: &watched)
-                state.native.directories[directory] = watched
+                return
             }
-        }
-        deliver([directory])
-    }
-
-    /// On `queue`.
-    private func fileFired(in directory: String, events: DispatchSource.FileSystemEvent) {
-        if !events.isDisjoint(with: [.delete, .rename]) {
-            state.withLock { state in
-                guard state.directories[directory] == .native,
-                      var watched = state.native.directories[directory] else { return }
-                refreshFileSources(of: directory, in: &watched)
-                state.native.directories[directory] = watched
-            }
+            refreshFileSources(of: directory, in: &watched)
+            state.native.directories[directory] = watched
         }
         deliver([directory])
     }
