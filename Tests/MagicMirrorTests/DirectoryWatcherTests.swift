@@ -1,5 +1,5 @@
 import Foundation
-@testable import MagicMirror
+import MagicMirror
 import Testing
 
 /// The directory watcher behind cross-process notifications, with the platform mechanism

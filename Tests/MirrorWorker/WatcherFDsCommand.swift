@@ -5,7 +5,7 @@ import Darwin
 #endif
 import Dispatch
 import Foundation
-@testable import MagicMirror
+import MagicMirror
 
 /// `mirror-worker watcher-fds <directory>`: starts directory watchers of every kind in
 /// `<directory>`, makes them report a change, removes directories, cancels some and drops
