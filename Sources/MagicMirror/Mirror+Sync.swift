@@ -11,29 +11,23 @@ extension Mirror: ZoneHubMember {
 }
 
 extension Mirror {
-    /// What the background task waits for between steps.
-    private struct Pause {
-        var deadline: ContinuousClock.Instant?
-        /// Holds the mirror while changes wait to be committed, so they are not dropped.
-        var keepAlive: Mirror?
-    }
-
-    /// Starts the background task. It holds the mirror weakly, except while it works and
-    /// while changes wait to be committed.
+    /// Starts the background task. It holds the mirror weakly, except while it works. (While
+    /// changes wait to be committed, the mirror holds itself; see `MirrorState.drain`.)
     func startWorker() {
         let wakeup = self.wakeup
         let task = Task { [weak self] in
             while !Task.isCancelled {
-                guard let pause = await Mirror.work(self) else { return }
-                await wakeup.wait(until: pause.deadline)
-                withExtendedLifetime(pause.keepAlive) {}
+                // `work` takes its own strong reference, released before the wait.
+                guard let deadline = await Mirror.work(self) else { return }
+                await wakeup.wait(until: deadline)
             }
         }
         worker.withLock { $0 = task }
     }
 
-    /// Runs steps until there is nothing to do; `nil` when the mirror is gone.
-    private static func work(_ mirror: Mirror?) async -> Pause? {
+    /// Runs steps until there is nothing to do. Returns when to look again (`.some(nil)`:
+    /// only when woken), or `nil` when the mirror is gone.
+    private static func work(_ mirror: Mirror?) async -> ContinuousClock.Instant?? {
         guard let mirror else { return nil }
         while !Task.isCancelled {
             let step = mirror.core.withLock { $0.nextStep(now: .now) }
@@ -42,8 +36,8 @@ extension Mirror {
                 await mirror.pull()
             case .commit:
                 await mirror.commitNextBatch()
-            case .wait(let deadline, let keepAlive):
-                return Pause(deadline: deadline, keepAlive: keepAlive ? mirror : nil)
+            case .wait(let deadline):
+                return .some(deadline)
             }
         }
         return nil
@@ -58,7 +52,7 @@ extension Mirror {
         } catch {
             let effects = core.withLock { state in
                 state.pullFailed(mirrorError(error, while: "reading changes"), now: .now)
-                return state.drain()
+                return state.drain(owner: self)
             }
             deliver(effects)
             return
@@ -73,7 +67,7 @@ extension Mirror {
         if mayChangeArray { registrar.willSet(self, keyPath: \.dataModel) }
         let effects = core.withLock { state in
             state.applyPull(set, since: since, decoded: decoded)
-            return state.drain()
+            return state.drain(owner: self)
         }
         if mayChangeArray { registrar.didSet(self, keyPath: \.dataModel) }
         deliver(effects)
@@ -111,7 +105,7 @@ extension Mirror {
         if !unencodable.isEmpty {
             let effects = core.withLock { state in
                 state.encodingFailed(unencodable)
-                return state.drain()
+                return state.drain(owner: self)
             }
             deliver(effects)
         }
@@ -120,10 +114,11 @@ extension Mirror {
         do {
             outcome = try await database.commit(operations, to: zone)
         } catch {
+            let blamed = (error as? MirrorError)?.recordIDs ?? []
             let failure = mirrorError(error, while: "committing").adding(recordIDs: sent.map(\.recordID))
             let effects = core.withLock { state in
-                state.commitFailed(sent, error: failure, now: .now)
-                return state.drain()
+                state.commitFailed(sent, error: failure, blamed: blamed, now: .now)
+                return state.drain(owner: self)
             }
             deliver(effects)
             return
@@ -131,7 +126,7 @@ extension Mirror {
         if outcome.isApplied {
             let effects = core.withLock { state in
                 state.commitApplied(sent, outcome: outcome)
-                return state.drain()
+                return state.drain(owner: self)
             }
             membership.withLock { $0 }?.notifySiblings(upTo: outcome.token)
             deliver(effects)
@@ -144,7 +139,7 @@ extension Mirror {
         registrar.willSet(self, keyPath: \.dataModel)
         let effects = core.withLock { state in
             for (conflict, resolution) in zip(conflicts, resolutions) { state.apply(resolution, to: conflict) }
-            return state.drain()
+            return state.drain(owner: self)
         }
         registrar.didSet(self, keyPath: \.dataModel)
         deliver(effects)

@@ -144,7 +144,7 @@ public final class Mirror<Record: Recordable>: Sendable {
         }
         let effects = core.withLock { state in
             state.load(set, decoded: decoded)
-            return state.drain()
+            return state.drain(owner: self)
         }
         deliver(effects)
         startWorker()
@@ -200,7 +200,7 @@ public final class Mirror<Record: Recordable>: Sendable {
             core.lock()
             precondition(!core.isYielded, Self.overlappingAccess)
             let changed = core.value.replaceAll(with: newValue)
-            let effects = core.value.drain()
+            let effects = core.value.drain(owner: self)
             core.unlock()
             registrar.didSet(self, keyPath: \.dataModel)
             deliver(effects)
@@ -215,7 +215,7 @@ public final class Mirror<Record: Recordable>: Sendable {
             defer {
                 core.isYielded = false
                 let changed = core.value.endLocalMutation(session: session)
-                let effects = core.value.drain()
+                let effects = core.value.drain(owner: self)
                 core.unlock()
                 registrar.didSet(self, keyPath: \.dataModel)
                 deliver(effects)

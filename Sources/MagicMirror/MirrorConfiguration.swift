@@ -33,7 +33,7 @@ public struct MirrorConfiguration: Sendable {
     }
 
     /// The wait before retry number `failures` (1 for the first retry).
-    func delay(afterFailures failures: Int) -> Duration {
+    package func delay(afterFailures failures: Int) -> Duration {
         var delay = retryDelay
         for _ in 1..<max(1, min(failures, 40)) {
             delay *= 2

@@ -5,7 +5,7 @@ import Foundation
 /// and the delivery of changes and errors.
 ///
 /// Every method runs with the mirror's lock held and never blocks or calls user code;
-/// notifications to post are collected and handed out by ``drain()``.
+/// notifications to post are collected and handed out by ``drain(owner:)``.
 struct MirrorState<Record: Recordable> {
     let zone: ZoneID
     let writerID: String
@@ -64,6 +64,9 @@ struct MirrorState<Record: Recordable> {
     private var flushWaiters: [Int: (target: Int, continuation: CheckedContinuation<Void, any Error>)] = [:]
     private var nextDeliveryNumber = 0
     private(set) var isClosed = false
+    /// The mirror itself while it has changes to commit, so that they are committed even
+    /// when nothing else holds the mirror any more.
+    private var retainer: AnyObject?
 
     init(zone: ZoneID, writerID: String, configuration: MirrorConfiguration, policy: ConflictPolicy<Record>) {
         self.zone = zone
@@ -278,9 +281,8 @@ struct MirrorState<Record: Recordable> {
     enum Step {
         case pull
         case commit
-        /// Nothing to do before `deadline` (or a signal). `keepAlive`: changes still wait to
-        /// be committed, so the worker keeps the mirror alive.
-        case wait(deadline: ContinuousClock.Instant?, keepAlive: Bool)
+        /// Nothing to do before `deadline` (or a signal).
+        case wait(deadline: ContinuousClock.Instant?)
     }
 
     mutating func nextStep(now: ContinuousClock.Instant) -> Step {
@@ -291,7 +293,7 @@ struct MirrorState<Record: Recordable> {
         var deadline: ContinuousClock.Instant?
         if queued, let retryAt { deadline = retryAt }
         if pullDue, let pullRetryAt { deadline = min(deadline ?? pullRetryAt, pullRetryAt) }
-        return .wait(deadline: deadline, keepAlive: queued)
+        return .wait(deadline: deadline)
     }
 
     // MARK: Committing
@@ -455,7 +457,11 @@ struct MirrorState<Record: Recordable> {
     }
 
     /// Takes back a batch whose commit threw.
-    mutating func commitFailed(_ batch: [PendingEntry<Record>], error: MirrorError, now: ContinuousClock.Instant) {
+    ///
+    /// - Parameter blamed: The records the database said were at fault, if any.
+    mutating func commitFailed(
+        _ batch: [PendingEntry<Record>], error: MirrorError, blamed: [String], now: ContinuousClock.Instant
+    ) {
         let ids = Set(batch.map(\.recordID))
         var returned = batch.map { takeBack($0, mayBeStored: true) }
         if error.kind == .cancelled {
@@ -475,7 +481,7 @@ struct MirrorState<Record: Recordable> {
             checkFlushWaiters(failure: (error, oldest))
             return
         }
-        let named = Set(error.recordIDs).intersection(ids)
+        let named = Set(blamed).intersection(ids)
         if named.isEmpty, batch.count > 1 {
             // One of the batch is bad but the error does not say which: send them one by
             // one to find it, without reporting the failure until it is found.
@@ -706,7 +712,7 @@ struct MirrorState<Record: Recordable> {
     }
 
     /// Reports a failure: sets ``lastError``, delivers it on the error streams, and queues
-    /// its notification for ``drain()``.
+    /// its notification for ``drain(owner:)``.
     mutating func report(_ error: MirrorError) {
         lastError = error
         for continuation in errorStreams.values { continuation.yield(error) }
@@ -717,11 +723,21 @@ struct MirrorState<Record: Recordable> {
     struct Effects {
         var errors: [MirrorError] = []
         var observers: [Wakeup] = []
+        /// The mirror, no longer retained by itself; released (and possibly deallocated)
+        /// outside the lock.
+        var released: AnyObject?
     }
 
-    /// Hands out the notifications to post and the observers to wake.
-    mutating func drain() -> Effects {
+    /// Hands out the notifications to post and the observers to wake, and makes `owner`
+    /// (the mirror) retain itself exactly while it has changes to commit.
+    mutating func drain(owner: AnyObject) -> Effects {
         var effects = Effects()
+        if !inFlight.isEmpty || hasQueuedEntry() {
+            if retainer == nil { retainer = owner }
+        } else if retainer != nil {
+            effects.released = retainer
+            retainer = nil
+        }
         if !outbox.isEmpty {
             effects.errors = outbox
             outbox.removeAll()

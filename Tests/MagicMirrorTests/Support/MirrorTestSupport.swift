@@ -26,12 +26,13 @@ struct TimedOut: Error, CustomStringConvertible {
 /// a condition.
 final class AsyncCollector<Element: Sendable>: Sendable {
     private struct Waiter {
-        let condition: @Sendable ([Element]) -> Bool
+        let condition: @Sendable ([Element], Bool) -> Bool
         let continuation: CheckedContinuation<Void, any Error>
     }
 
     private struct State {
         var items: [Element] = []
+        var isFinished = false
         var waiters: [Int: Waiter] = [:]
         var next = 0
     }
@@ -41,12 +42,13 @@ final class AsyncCollector<Element: Sendable>: Sendable {
 
     init() {}
 
-    /// A collector of everything `sequence` yields.
+    /// A collector of everything `sequence` yields; ``isFinished`` once it ends.
     init<S: AsyncSequence & Sendable>(_ sequence: S) where S.Element == Element {
         let task = Task { [weak self] in
             do {
                 for try await element in sequence { self?.append(element) }
             } catch {}
+            self?.finish()
         }
         reader.withLock { $0 = task }
     }
@@ -54,10 +56,19 @@ final class AsyncCollector<Element: Sendable>: Sendable {
     deinit { reader.withLock { $0?.cancel() } }
 
     func append(_ element: Element) {
+        update { $0.items.append(element) }
+    }
+
+    /// Marks the end of the values.
+    func finish() {
+        update { $0.isFinished = true }
+    }
+
+    private func update(_ change: (inout State) -> Void) {
         let ready = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
-            state.items.append(element)
+            change(&state)
             var ready: [CheckedContinuation<Void, any Error>] = []
-            for (number, waiter) in state.waiters where waiter.condition(state.items) {
+            for (number, waiter) in state.waiters where waiter.condition(state.items, state.isFinished) {
                 ready.append(waiter.continuation)
                 state.waiters[number] = nil
             }
@@ -67,12 +78,29 @@ final class AsyncCollector<Element: Sendable>: Sendable {
     }
 
     var items: [Element] { state.withLock { $0.items } }
+    var isFinished: Bool { state.withLock { $0.isFinished } }
 
     /// Waits until the collected values satisfy `condition`.
     ///
     /// - Throws: ``TimedOut`` showing the values collected, after `timeout`.
     func wait(
         _ what: String, timeout: Duration = testTimeout, until condition: @escaping @Sendable ([Element]) -> Bool
+    ) async throws {
+        try await wait(what, timeout: timeout) { items, _ in condition(items) }
+    }
+
+    /// Waits until the sequence ended.
+    func waitForEnd(_ what: String, timeout: Duration = testTimeout) async throws {
+        try await wait(what, timeout: timeout) { _, finished in finished }
+    }
+
+    /// Waits until at least `count` values are collected.
+    func wait(forCount count: Int, _ what: String, timeout: Duration = testTimeout) async throws {
+        try await wait(what, timeout: timeout) { $0.count >= count }
+    }
+
+    private func wait(
+        _ what: String, timeout: Duration, condition: @escaping @Sendable ([Element], Bool) -> Bool
     ) async throws {
         let number = state.withLock { state in
             state.next += 1
@@ -85,7 +113,7 @@ final class AsyncCollector<Element: Sendable>: Sendable {
         defer { timer.cancel() }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let satisfied = state.withLock { state in
-                if condition(state.items) { return true }
+                if condition(state.items, state.isFinished) { return true }
                 state.waiters[number] = Waiter(condition: condition, continuation: continuation)
                 return false
             }
@@ -93,17 +121,13 @@ final class AsyncCollector<Element: Sendable>: Sendable {
         }
     }
 
-    /// Waits until at least `count` values are collected.
-    func wait(forCount count: Int, _ what: String, timeout: Duration = testTimeout) async throws {
-        try await wait(what, timeout: timeout) { $0.count >= count }
-    }
-
     private func expire(_ number: Int, _ what: String) {
         let (waiter, items) = state.withLock { state in
             (state.waiters.removeValue(forKey: number), state.items)
         }
         let shown = items.suffix(20).map { "\($0)" }.joined(separator: "\n  ")
-        waiter?.continuation.resume(throwing: TimedOut(description: "timed out waiting for \(what); collected \(items.count):\n  \(shown)"))
+        waiter?.continuation.resume(throwing: TimedOut(
+            description: "timed out waiting for \(what); collected \(items.count):\n  \(shown)"))
     }
 }
 
