@@ -6,35 +6,47 @@ import Synchronization
 
 extension Mirror: ZoneHubMember {
     func zoneChanged(upTo token: ChangeToken) {
-        if core.withLock({ $0.hint(token) }) { wakeup.signal() }
+        if core.withLock({ $0.hint(token) }) { pullWakeup.signal() }
     }
 }
 
 extension Mirror {
-    /// Starts the background task. It holds the mirror weakly, except while it works. (While
-    /// changes wait to be committed, the mirror holds itself; see `MirrorState.drain`.)
-    func startWorker() {
-        let wakeup = self.wakeup
-        let task = Task { [weak self] in
+    /// Starts the two background tasks: one pulls remote changes, the other commits local
+    /// ones, so that a slow commit does not hold back remote changes. Each runs its steps one
+    /// at a time, holds the mirror weakly except while it works, and ends with the mirror.
+    /// (While changes wait to be committed, the mirror holds itself; see
+    /// `MirrorState.drain(owner:)`.)
+    func startWorkers() {
+        let pullWakeup = self.pullWakeup
+        let commitWakeup = self.commitWakeup
+        let puller = Task { [weak self] in
             while !Task.isCancelled {
-                // `work` takes its own strong reference, released before the wait.
-                guard let deadline = await Mirror.work(self) else { return }
-                await wakeup.wait(until: deadline)
+                guard let deadline = await Mirror.work(self, pulling: true) else { return }
+                await pullWakeup.wait(until: deadline)
             }
         }
-        worker.withLock { $0 = task }
+        let committer = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let deadline = await Mirror.work(self, pulling: false) else { return }
+                await commitWakeup.wait(until: deadline)
+            }
+        }
+        workers.withLock { $0 = [puller, committer] }
     }
 
     /// Runs steps until there is nothing to do. Returns when to look again (`.some(nil)`:
-    /// only when woken), or `nil` when the mirror is gone.
-    private static func work(_ mirror: Mirror?) async -> ContinuousClock.Instant?? {
+    /// only when woken), or `nil` when the mirror is gone. The strong reference it takes is
+    /// released when it returns, before the caller waits.
+    private static func work(_ mirror: Mirror?, pulling: Bool) async -> ContinuousClock.Instant?? {
         guard let mirror else { return nil }
         while !Task.isCancelled {
-            let step = mirror.core.withLock { $0.nextStep(now: .now) }
+            let step = mirror.core.withLock { state in
+                pulling ? state.nextPull(now: .now) : state.nextCommit(now: .now)
+            }
             switch step {
-            case .pull:
+            case .work where pulling:
                 await mirror.pull()
-            case .commit:
+            case .work:
                 await mirror.commitNextBatch()
             case .wait(let deadline):
                 return .some(deadline)
@@ -48,7 +60,7 @@ extension Mirror {
         let since = core.withLock { $0.beginPull() }
         let set: ChangeSet
         do {
-            set = try await database.changes(in: zone, since: since)
+            set = try await database.changes(in: zone, since: since.token)
         } catch {
             let effects = core.withLock { state in
                 state.pullFailed(mirrorError(error, while: "reading changes"), now: .now)
@@ -129,6 +141,7 @@ extension Mirror {
                 return state.drain(owner: self)
             }
             membership.withLock { $0 }?.notifySiblings(upTo: outcome.token)
+            pullWakeup.signal()
             deliver(effects)
             return
         }

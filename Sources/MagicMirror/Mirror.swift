@@ -89,9 +89,11 @@ public final class Mirror<Record: Recordable>: Sendable {
 
     let core: MirrorLock<MirrorState<Record>>
     let registrar = ObservationRegistrar()
-    /// Wakes the background task: local changes, notifications, flushes.
-    let wakeup = Wakeup()
-    let worker = Mutex<Task<Void, Never>?>(nil)
+    /// Wakes the committing task: local changes, flushes.
+    let commitWakeup = Wakeup()
+    /// Wakes the pulling task: notifications.
+    let pullWakeup = Wakeup()
+    let workers = Mutex<[Task<Void, Never>]>([])
     let membership = Mutex<ZoneHubMembership?>(nil)
     let encoder: JSONEncoder
     let decoder = JSONDecoder()
@@ -147,7 +149,7 @@ public final class Mirror<Record: Recordable>: Sendable {
             return state.drain(owner: self)
         }
         deliver(effects)
-        startWorker()
+        startWorkers()
     }
 
     private static func zone(scope: Scope, user: String?) throws -> ZoneID {
@@ -166,8 +168,9 @@ public final class Mirror<Record: Recordable>: Sendable {
     }
 
     deinit {
-        worker.withLock { $0?.cancel() }
-        wakeup.signal()
+        for task in workers.withLock({ $0 }) { task.cancel() }
+        commitWakeup.signal()
+        pullWakeup.signal()
         membership.withLock { $0?.leave() }
         let ended = core.withLock { $0.close() }
         for continuation in ended.changes { continuation.finish() }
@@ -204,7 +207,7 @@ public final class Mirror<Record: Recordable>: Sendable {
             core.unlock()
             registrar.didSet(self, keyPath: \.dataModel)
             deliver(effects)
-            if changed { wakeup.signal() }
+            if changed { commitWakeup.signal() }
         }
         _modify {
             registrar.willSet(self, keyPath: \.dataModel)
@@ -219,7 +222,7 @@ public final class Mirror<Record: Recordable>: Sendable {
                 core.unlock()
                 registrar.didSet(self, keyPath: \.dataModel)
                 deliver(effects)
-                if changed { wakeup.signal() }
+                if changed { commitWakeup.signal() }
             }
             yield &core.value.array
         }
@@ -244,7 +247,7 @@ public final class Mirror<Record: Recordable>: Sendable {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 core.withLock { $0.addFlushWaiter(number, continuation) }
-                wakeup.signal()
+                commitWakeup.signal()
             }
         } onCancel: {
             core.withLock { $0.cancelFlushWaiter(number) }

@@ -29,6 +29,11 @@ struct MirrorState<Record: Recordable> {
     var token = ChangeToken.initial
     /// The highest token a notification announced; a pull is due while it is ahead.
     private var pullTarget: ChangeToken?
+    /// A pull is due whatever the token (a complete change set was set aside).
+    private var pullAgain = false
+    /// Counts commits that returned an outcome, so that a pull can tell whether one did
+    /// meanwhile.
+    private var commitRounds = 0
     private var pullFailures = 0
     private var pullRetryAt: ContinuousClock.Instant?
     /// Decoding failures reported, by record id: the version reported.
@@ -276,24 +281,27 @@ struct MirrorState<Record: Recordable> {
         return false
     }
 
-    // MARK: The worker's next step
+    // MARK: The background tasks' next steps
 
     enum Step {
-        case pull
-        case commit
+        /// Pull, or commit the next batch.
+        case work
         /// Nothing to do before `deadline` (or a signal).
         case wait(deadline: ContinuousClock.Instant?)
     }
 
-    mutating func nextStep(now: ContinuousClock.Instant) -> Step {
-        let pullDue = pullTarget.map { $0 > token } ?? false
-        if pullDue, pullRetryAt.map({ now >= $0 }) ?? true { return .pull }
-        let queued = inFlight.isEmpty && hasQueuedEntry()
-        if queued, retryAt.map({ now >= $0 }) ?? true { return .commit }
-        var deadline: ContinuousClock.Instant?
-        if queued, let retryAt { deadline = retryAt }
-        if pullDue, let pullRetryAt { deadline = min(deadline ?? pullRetryAt, pullRetryAt) }
-        return .wait(deadline: deadline)
+    /// Whether the pulling task has work now.
+    func nextPull(now: ContinuousClock.Instant) -> Step {
+        guard pullAgain || (pullTarget.map { $0 > token } ?? false) else { return .wait(deadline: nil) }
+        if let pullRetryAt, now < pullRetryAt { return .wait(deadline: pullRetryAt) }
+        return .work
+    }
+
+    /// Whether the committing task has work now.
+    mutating func nextCommit(now: ContinuousClock.Instant) -> Step {
+        guard inFlight.isEmpty, hasQueuedEntry() else { return .wait(deadline: nil) }
+        if let retryAt, now < retryAt { return .wait(deadline: retryAt) }
+        return .work
     }
 
     // MARK: Committing
@@ -364,6 +372,7 @@ struct MirrorState<Record: Recordable> {
         }
         consecutiveFailures = 0
         retryAt = nil
+        commitRounds += 1
         if isolationRemaining > 0 {
             isolationRemaining -= 1
             if isolationRemaining == 0 { batchLimit = configuration.maximumBatchSize }
@@ -390,6 +399,7 @@ struct MirrorState<Record: Recordable> {
     ///
     /// - Returns: The conflicts to resolve.
     mutating func commitConflicted(_ batch: [PendingEntry<Record>], outcome: CommitOutcome) -> [Conflict] {
+        commitRounds += 1
         var returned: [PendingEntry<Record>] = []
         var conflicts: [Conflict] = []
         for (entry, result) in zip(batch, outcome.results) {
@@ -518,10 +528,17 @@ struct MirrorState<Record: Recordable> {
         return true
     }
 
-    /// Starts a pull: the token to pull from.
-    mutating func beginPull() -> ChangeToken {
+    /// Where a pull started: the token it asks from, and the count of commit outcomes.
+    struct PullStart {
+        var token: ChangeToken
+        var commitRounds: Int
+    }
+
+    /// Starts a pull.
+    mutating func beginPull() -> PullStart {
         pullTarget = nil
-        return token
+        pullAgain = false
+        return PullStart(token: token, commitRounds: commitRounds)
     }
 
     /// The live records of a change set that are newer than what the mirror knows, which
@@ -535,8 +552,20 @@ struct MirrorState<Record: Recordable> {
 
     /// Applies pulled changes: to ``shadow``, and to the array for every record without a
     /// local pending change (whose value the array keeps showing until it is committed).
-    mutating func applyPull(_ set: ChangeSet, since: ChangeToken, decoded: [String: Result<Record, any Error>]) {
-        guard token == since else { return }
+    ///
+    /// Commits run while a pull does. Records are applied only when newer than the version
+    /// the mirror knows, so an incremental change set applies safely whatever committed
+    /// meanwhile; a complete one, which also tells which records are gone, is set aside and
+    /// pulled again when a commit completed meanwhile.
+    mutating func applyPull(_ set: ChangeSet, since start: PullStart, decoded: [String: Result<Record, any Error>]) {
+        if set.isComplete, start.commitRounds != commitRounds {
+            pullAgain = true
+            return
+        }
+        if !set.isComplete, set.token.generation != token.generation {
+            pullAgain = true
+            return
+        }
         if set.isComplete {
             let listed = Set(set.records.map(\.id))
             let vanished = shadow.filter { !listed.contains($0.key) }
@@ -566,7 +595,7 @@ struct MirrorState<Record: Recordable> {
                 break
             }
         }
-        token = set.token
+        if set.isComplete || set.token > token { token = set.token }
         pullFailures = 0
         pullRetryAt = nil
     }
@@ -575,7 +604,7 @@ struct MirrorState<Record: Recordable> {
         guard error.kind != .cancelled else { return }
         pullFailures += 1
         pullRetryAt = now.advanced(by: configuration.delay(afterFailures: pullFailures))
-        pullTarget = pullTarget ?? ChangeToken(generation: token.generation, sequence: token.sequence + 1)
+        pullAgain = true
         report(error)
     }
 
