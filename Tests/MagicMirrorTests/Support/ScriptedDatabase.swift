@@ -27,6 +27,9 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
         var poison: (recordID: String, kind: MirrorError.Kind)?
         var isHolding = false
         var held: [CheckedContinuation<Void, Never>] = []
+        var isHoldingPulls = false
+        var heldPulls: [CheckedContinuation<Void, Never>] = []
+        var completeChangeSets = 0
         var liveSubscriptions = 0
         var subscribeCalls = 0
     }
@@ -70,6 +73,24 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
         }
         for continuation in held { continuation.resume() }
     }
+
+    /// Calls of ``changes(in:since:)`` wait until ``releasePulls()``.
+    func holdPulls() {
+        state.withLock { $0.isHoldingPulls = true }
+    }
+
+    /// Lets held and later calls of ``changes(in:since:)`` through.
+    func releasePulls() {
+        let held = state.withLock { state in
+            state.isHoldingPulls = false
+            defer { state.heldPulls.removeAll() }
+            return state.heldPulls
+        }
+        for continuation in held { continuation.resume() }
+    }
+
+    /// How many change sets marked complete ``changes(in:since:)`` returned.
+    var completeChangeSets: Int { state.withLock { $0.completeChangeSets } }
 
     /// The number of subscriptions not cancelled yet.
     var liveSubscriptions: Int { state.withLock { $0.liveSubscriptions } }
@@ -122,7 +143,16 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
     }
 
     func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
-        try await base.changes(in: zone, since: token)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let wait = state.withLock { state in
+                if state.isHoldingPulls { state.heldPulls.append(continuation) }
+                return state.isHoldingPulls
+            }
+            if !wait { continuation.resume() }
+        }
+        let set = try await base.changes(in: zone, since: token)
+        if set.isComplete { state.withLock { $0.completeChangeSets += 1 } }
+        return set
     }
 
     func currentToken(in zone: ZoneID) async throws -> ChangeToken {
