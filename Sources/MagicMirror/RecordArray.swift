@@ -51,11 +51,11 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     }
 
     /// The ids one mutation touched, in the order it touched them.
-    struct ChangeLog: Sendable {
-        let session: UInt64
-        var touched: [String] = []
+    package struct ChangeLog: Sendable, Equatable {
+        package let session: UInt64
+        package var touched: [String] = []
         var touchedSet: Set<String> = []
-        var sawDuplicate = false
+        package var sawDuplicate = false
     }
 
     // MARK: Creating
@@ -277,19 +277,19 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     // MARK: Tracking (for the mirror)
 
     /// Whether the array keeps an id index.
-    var isTracked: Bool { tracking != nil }
+    package var isTracked: Bool { tracking != nil }
 
     /// Whether two records share an id (only known for a tracked array; `false` otherwise).
-    var mayHaveDuplicates: Bool { tracking?.hasDuplicates ?? false }
+    package var mayHaveDuplicates: Bool { tracking?.hasDuplicates ?? false }
 
     /// Starts keeping an id index. Linear time.
-    mutating func startTracking() {
+    package mutating func startTracking() {
         tracking = Tracking(positions: [:], validBelow: 0)
         rebuildPositions()
     }
 
     /// Rebuilds the id index from scratch. Linear time.
-    mutating func rebuildPositions() {
+    package mutating func rebuildPositions() {
         guard tracking != nil else { return }
         var positions: [String: Int] = [:]
         positions.reserveCapacity(elements.count)
@@ -303,20 +303,20 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     }
 
     /// Starts logging the ids that mutations touch.
-    mutating func beginLog(session: UInt64) {
+    package mutating func beginLog(session: UInt64) {
         tracking?.log = ChangeLog(session: session)
     }
 
     /// Stops logging and returns the log of `session`; `nil` when the array no longer holds
     /// it (the array was replaced as a whole during the mutation).
-    mutating func endLog(session: UInt64) -> ChangeLog? {
+    package mutating func endLog(session: UInt64) -> ChangeLog? {
         guard tracking != nil, let log = tracking!.log else { return nil }
         tracking!.log = nil
         return log.session == session ? log : nil
     }
 
     /// The position of the record with the given id; repairs stale index entries.
-    mutating func position(of recordID: String) -> Int? {
+    package mutating func position(of recordID: String) -> Int? {
         guard tracking != nil else { return elements.firstIndex { $0.recordID == recordID } }
         if tracking!.hasDuplicates { return elements.firstIndex { $0.recordID == recordID } }
         guard let position = tracking!.positions[recordID] else { return nil }
@@ -333,7 +333,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     }
 
     /// The record with the given id.
-    mutating func record(withID recordID: String) -> Record? {
+    package mutating func record(withID recordID: String) -> Record? {
         position(of: recordID).map { elements[$0] }
     }
 

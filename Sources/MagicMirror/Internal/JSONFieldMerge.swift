@@ -6,11 +6,11 @@ import Foundation
 /// Values are compared and copied as their raw bytes, never re-serialised, so numbers,
 /// dates and nested objects come out exactly as they went in; fields the record type does
 /// not know (written by a newer version of the app) are kept.
-enum JSONFieldMerge {
+package enum JSONFieldMerge {
     /// One top-level member of an object: its key as written (with quotes) and its value.
-    struct Member: Equatable {
-        var keyToken: Data
-        var value: Data
+    package struct Member: Equatable, Sendable {
+        package var keyToken: Data
+        package var value: Data
     }
 
     /// Merges `local` and `remote`, both changed from `base`.
@@ -24,7 +24,7 @@ enum JSONFieldMerge {
     ///   version (both created the record), which makes every differing field a conflict.
     /// - Returns: The merged object, keys in sorted order; `nil` when any input is not a
     ///   JSON object.
-    static func merge(base: Data?, local: Data, remote: Data, localIsLater: Bool) -> Data? {
+    package static func merge(base: Data?, local: Data, remote: Data, localIsLater: Bool) -> Data? {
         guard let localMembers = members(of: local), let remoteMembers = members(of: remote) else {
             return nil
         }
@@ -57,7 +57,7 @@ enum JSONFieldMerge {
     }
 
     /// Writes members as one JSON object, keys in sorted order.
-    static func object(_ members: [String: Member]) -> Data {
+    package static func object(_ members: [String: Member]) -> Data {
         var data = Data("{".utf8)
         for (index, key) in members.keys.sorted().enumerated() {
             if index > 0 { data.append(UInt8(ascii: ",")) }
@@ -72,7 +72,7 @@ enum JSONFieldMerge {
 
     /// The top-level members of a JSON object, by decoded key; `nil` when `data` is not
     /// one well-formed JSON object.
-    static func members(of data: Data) -> [String: Member]? {
+    package static func members(of data: Data) -> [String: Member]? {
         let bytes = [UInt8](data)
         var scanner = Scanner(bytes: bytes)
         return scanner.object()
