@@ -44,6 +44,7 @@ public struct PendingChange: Sendable, CustomStringConvertible {
         self.isOnHold = isOnHold
     }
 
+    /// For example `save 1F2E… (2 failed attempts)`.
     public var description: String {
         var text = "\(action == .save ? "save" : "delete") \(recordID)"
         if failedAttempts > 0 { text += " (\(failedAttempts) failed attempt\(failedAttempts == 1 ? "" : "s"))" }

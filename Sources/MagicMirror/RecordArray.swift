@@ -26,9 +26,13 @@
 public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCollection,
     RangeReplaceableCollection, ExpressibleByArrayLiteral, Sendable
 {
+    /// The records.
     public typealias Element = Record
+    /// Positions are offsets from the start, as in `Array`.
     public typealias Index = Int
+    /// The valid positions.
     public typealias Indices = Range<Int>
+    /// A contiguous part of the array.
     public typealias SubSequence = Slice<RecordArray<Record>>
 
     /// The records, in order.
@@ -80,16 +84,29 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
 
     // MARK: Collection
 
+    /// Always 0.
     public var startIndex: Int { 0 }
+    /// The number of records: one past the last position.
     public var endIndex: Int { elements.count }
+    /// The number of records.
     public var count: Int { elements.count }
+    /// Whether there are no records.
     public var isEmpty: Bool { elements.isEmpty }
+    /// `0..<count`.
     public var indices: Range<Int> { 0..<elements.count }
+    /// `i + 1`.
     public func index(after i: Int) -> Int { i + 1 }
+    /// `i - 1`.
     public func index(before i: Int) -> Int { i - 1 }
+    /// `i + distance`.
     public func index(_ i: Int, offsetBy distance: Int) -> Int { i + distance }
+    /// `end - start`.
     public func distance(from start: Int, to end: Int) -> Int { end - start }
 
+    /// The record at `position`.
+    ///
+    /// Setting it, or changing one of its fields in place (`array[i].title = "x"`), takes
+    /// constant time.
     public subscript(position: Int) -> Record {
         get { elements[position] }
         set {
@@ -128,12 +145,14 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         }
     }
 
+    /// Calls `body` with the records' contiguous storage.
     public func withContiguousStorageIfAvailable<R>(
         _ body: (UnsafeBufferPointer<Record>) throws -> R
     ) rethrows -> R? {
         try elements.withContiguousStorageIfAvailable(body)
     }
 
+    /// Exchanges two records. Constant time; reorders without changing any record.
     public mutating func swapAt(_ i: Int, _ j: Int) {
         guard i != j else { return }
         elements.swapAt(i, j)
@@ -144,6 +163,10 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
 
     // MARK: RangeReplaceableCollection
 
+    /// Replaces the records in `subrange` with `newElements`.
+    ///
+    /// Takes time in proportion to the records replaced and inserted, plus the records after
+    /// them when the count changes (as for `Array`).
     public mutating func replaceSubrange<C: Collection>(
         _ subrange: Range<Int>, with newElements: C
     ) where C.Element == Record {
@@ -168,11 +191,13 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         }
     }
 
+    /// Reserves room for `minimumCapacity` records.
     public mutating func reserveCapacity(_ minimumCapacity: Int) {
         elements.reserveCapacity(minimumCapacity)
         tracking?.positions.reserveCapacity(minimumCapacity)
     }
 
+    /// Adds a record at the end. Amortized constant time.
     public mutating func append(_ record: Record) {
         guard tracking != nil else {
             elements.append(record)
@@ -184,6 +209,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         register(id, at: elements.count - 1)
     }
 
+    /// Adds records at the end.
     public mutating func append<S: Sequence>(contentsOf records: S) where S.Element == Record {
         guard tracking != nil else {
             elements.append(contentsOf: records)
@@ -192,6 +218,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         for record in records { append(record) }
     }
 
+    /// Inserts a record at `index`, moving the records after it (as for `Array`).
     public mutating func insert(_ record: Record, at index: Int) {
         guard tracking != nil else {
             elements.insert(record, at: index)
@@ -204,6 +231,8 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         register(id, at: index)
     }
 
+    /// Removes and returns the record at `index`, moving the records after it (as for
+    /// `Array`).
     @discardableResult
     public mutating func remove(at index: Int) -> Record {
         let record = elements.remove(at: index)
@@ -216,18 +245,21 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         return record
     }
 
+    /// Removes and returns the last record. Constant time.
     @discardableResult
     public mutating func removeLast() -> Record {
         precondition(!elements.isEmpty, "Can't remove last element from an empty collection")
         return remove(at: elements.count - 1)
     }
 
+    /// Removes and returns the first record, moving the others.
     @discardableResult
     public mutating func removeFirst() -> Record {
         precondition(!elements.isEmpty, "Can't remove first element from an empty collection")
         return remove(at: 0)
     }
 
+    /// Removes every record.
     public mutating func removeAll(keepingCapacity keepCapacity: Bool = false) {
         if tracking != nil {
             for record in elements { noteTouched(record.recordID) }
@@ -238,6 +270,8 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         elements.removeAll(keepingCapacity: keepCapacity)
     }
 
+    /// Removes the records that satisfy `shouldBeRemoved`, keeping the others in order.
+    /// Calls the predicate once per record; removes nothing when it throws.
     public mutating func removeAll(where shouldBeRemoved: (Record) throws -> Bool) rethrows {
         var kept: [Record] = []
         kept.reserveCapacity(elements.count)
@@ -371,6 +405,8 @@ extension RecordArray: Equatable {
 }
 
 extension RecordArray: CustomStringConvertible, CustomDebugStringConvertible {
+    /// The records, written as an array.
     public var description: String { elements.description }
+    /// The records, written as an array, with the type's name.
     public var debugDescription: String { "RecordArray(\(elements.debugDescription))" }
 }
