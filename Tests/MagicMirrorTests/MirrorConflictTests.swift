@@ -175,6 +175,36 @@ import Testing
         #expect(result["twin"] == Chore(id: "twin", title: "bob's twin", notes: "from bob", rank: 1))
     }
 
+    @Test(arguments: DatabaseFactory.all)
+    func aRecordDeletedAndCompactedElsewhereCanBeCreatedAgain(factory: DatabaseFactory) async throws {
+        let opened = try await factory.make()
+        defer { opened.cleanup() }
+        let zone = ZoneID.public("Chore")
+        try await seed([Self.original], into: opened.database)
+        let database = ScriptedDatabase(opened.database)
+        let mirror = try await Mirror<Chore>(database: database)
+        let writer = try await opened.otherWriter()
+        database.hold()
+        database.holdPulls()
+        mirror.dataModel[0].title = "edited here"
+        // Elsewhere the record is deleted and its tombstone compacted away.
+        try await writer.commit([.delete("shared", baseVersion: 1, timestamp: HybridLogicalClock.shared.now())], to: zone)
+        try await opened.compact(zone)
+        database.release()
+        try await mirror.flush()
+        // The delete won.
+        #expect(mirror.dataModel.isEmpty)
+        #expect(try await opened.database.fetchAll(in: zone).records.isEmpty)
+
+        // Creating it again here is a creation, not a lost edit.
+        let again = Chore(id: "shared", title: "created again")
+        mirror.dataModel.append(again)
+        try await mirror.flush()
+        database.releasePulls()
+        #expect(try await storedRecords(Chore.self, in: opened.database)["shared"] == again)
+        #expect(mirror.dataModel.array == [again])
+    }
+
     // MARK: Pending local changes and remote changes
 
     @Test(arguments: DatabaseFactory.all)

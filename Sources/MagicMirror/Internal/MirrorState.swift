@@ -370,6 +370,7 @@ struct MirrorState<Record: Recordable> {
                 kind: entry.changeKind, recordID: entry.recordID, record: entry.value,
                 origin: .local, state: .committed))
         }
+        requeueAtFront(strays(of: batch))
         consecutiveFailures = 0
         retryAt = nil
         commitRounds += 1
@@ -408,13 +409,23 @@ struct MirrorState<Record: Recordable> {
                 if let current {
                     HybridLogicalClock.shared.observe(current.modified)
                     remember(current)
+                } else {
+                    // The record does not exist (any more): nothing to base a change on.
+                    shadow[entry.recordID] = nil
                 }
                 conflicts.append(Conflict(entry: entry, current: current))
             }
             returned.append(entry)
         }
+        returned.append(contentsOf: strays(of: batch))
         requeueAtFront(returned)
         return conflicts
+    }
+
+    /// Entries of a batch still in flight after its outcome was handled: the outcome had
+    /// fewer results than operations. Taken back so that they are sent again.
+    private mutating func strays(of batch: [PendingEntry<Record>]) -> [PendingEntry<Record>] {
+        batch.filter { inFlight[$0.recordID] != nil }.map { takeBack($0, mayBeStored: true) }
     }
 
     /// How a conflict was settled, computed outside the lock.
