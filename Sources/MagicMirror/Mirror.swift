@@ -234,10 +234,16 @@ public final class Mirror<Record: Recordable>: Sendable {
 
     // MARK: Committing
 
-    /// Returns when every change made before the call is committed.
+    /// Returns when every change made before the call is committed (or settled by the
+    /// conflict policy, which may drop it in favour of another writer's change).
     ///
     /// Changes waiting for a retry are tried again at once, including those put on hold
     /// after a failure that retrying cannot fix.
+    ///
+    /// ```swift
+    /// mirror.dataModel.append(todo)
+    /// try await mirror.flush()   // the new record is durable now
+    /// ```
     ///
     /// - Throws: The ``MirrorError`` of a change made before the call that could not be
     ///   committed. The change stays pending and keeps being retried when the failure is
