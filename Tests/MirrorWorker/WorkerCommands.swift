@@ -4,5 +4,6 @@ enum WorkerCommands {
 
     static let all: [String: Command] = [
         "echo": { arguments in print(arguments.joined(separator: " ")) },
+        "write": { try await WriteCommand.run($0) },
     ]
 }

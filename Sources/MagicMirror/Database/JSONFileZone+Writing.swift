@@ -12,10 +12,27 @@ import Synchronization
 extension JSONFileZone {
     /// Commits validated operations; returns once they are appended (and flushed, when
     /// `durable`) and subscribers were told.
+    ///
+    /// A commit that finds no flusher running writes itself, on its own thread, with no
+    /// continuation and no thread hop. Commits that arrive while a flusher writes wait in
+    /// the queue and go together in its next append (group commit).
     func commit(
         _ operations: [RecordOperation], durable: Bool, compactionThreshold: Int
     ) async throws -> CommitOutcome {
         try load()
+        let leads = queue.withLock { queue -> Bool in
+            if queue.flushing { return false }
+            queue.flushing = true
+            return true
+        }
+        if leads {
+            let request = CommitRequest(
+                operations: operations, durable: durable, compactionThreshold: compactionThreshold,
+                continuation: nil)
+            let (results, _) = process([request])
+            finishLeading()
+            return try results[0].get()
+        }
         return try await withCheckedThrowingContinuation { continuation in
             enqueue(CommitRequest(
                 operations: operations, durable: durable, compactionThreshold: compactionThreshold,
@@ -23,9 +40,7 @@ extension JSONFileZone {
         }
     }
 
-    /// Queues a commit. The first commit to find no flusher running becomes the flusher on
-    /// its own thread (no thread hop for an uncontended commit); commits that arrive while
-    /// it writes wait and go together in the next append.
+    /// Queues a commit; if the flusher finished meanwhile, becomes the flusher.
     private func enqueue(_ request: CommitRequest) {
         let leads = queue.withLock { queue -> Bool in
             queue.pending.append(request)
@@ -34,6 +49,18 @@ extension JSONFileZone {
             return true
         }
         if leads { runFlusher(leader: true) }
+    }
+
+    /// Ends a leader's turn: hands commits that queued meanwhile to a dispatch thread.
+    private func finishLeading() {
+        let more = queue.withLock { queue -> Bool in
+            if queue.pending.isEmpty {
+                queue.flushing = false
+                return false
+            }
+            return true
+        }
+        if more { DispatchQueue.global().async { self.runFlusher(leader: false) } }
     }
 
     /// Drains the queue. A leader (a caller's own thread) processes one batch, which holds
@@ -49,18 +76,13 @@ extension JSONFileZone {
                 return queue.pending
             }
             if batch.isEmpty { return }
-            let leftover = process(batch)
-            let more = queue.withLock { queue -> Bool in
-                queue.pending.insert(contentsOf: leftover, at: 0)
-                if queue.pending.isEmpty {
-                    queue.flushing = false
-                    return false
-                }
-                return true
+            let (results, leftover) = process(batch)
+            for (index, result) in results.enumerated() {
+                batch[index].continuation?.resume(with: result.mapError { $0 as any Error })
             }
-            if !more { return }
+            queue.withLock { $0.pending.insert(contentsOf: leftover, at: 0) }
             if leader {
-                DispatchQueue.global().async { self.runFlusher(leader: false) }
+                finishLeading()
                 return
             }
         }
@@ -78,10 +100,13 @@ extension JSONFileZone {
 
     /// Writes one batch under the writers' lock and completes its commits.
     ///
-    /// - Returns: Commits held back for the next batch because they touch a record an
-    ///   earlier commit of the batch touches (each commit of a batch is checked against the
-    ///   state before the batch, which is only right for commits on distinct records).
-    private func process(_ batch: [CommitRequest]) -> [CommitRequest] {
+    /// - Returns: The results of the first commits of the batch, and the rest, held back
+    ///   for the next batch because they touch a record an earlier commit of the batch
+    ///   touches (each commit of a batch is checked against the state before the batch,
+    ///   which is only right for commits on distinct records).
+    private func process(
+        _ batch: [CommitRequest]
+    ) -> (results: [Result<CommitOutcome, MirrorError>], leftover: [CommitRequest]) {
         var accepted = batch
         var leftover: [CommitRequest] = []
         if batch.count > 1 {
@@ -180,12 +205,9 @@ extension JSONFileZone {
             }
         }
         deliver(notifications)
-        for (index, result) in results.enumerated() {
-            accepted[index].continuation.resume(with: result.mapError { $0 as any Error })
-        }
         catchUpIfRequested()
         if let compactionThreshold { scheduleCompaction(threshold: compactionThreshold) }
-        return leftover
+        return (results, leftover)
     }
 
     /// Appends `bytes` to the journal (creating it if needed) and flushes it when

@@ -58,7 +58,8 @@ final class JSONFileZone: Sendable {
         var operations: [RecordOperation]
         var durable: Bool
         var compactionThreshold: Int
-        var continuation: CheckedContinuation<CommitOutcome, any Error>
+        /// `nil` for the commit of a leader, which gets its result directly.
+        var continuation: CheckedContinuation<CommitOutcome, any Error>?
     }
 
     struct CommitQueue {
