@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The embedded default ``RecordDatabase``: a directory of JSON files that any number of
 /// mirrors and processes share, readable with `cat` and `jq`.
@@ -165,6 +166,17 @@ public final class JSONFileDatabase: RecordDatabase {
     /// events), from any thread, any number of times; it is cheap when nothing changed.
     package func catchUp(_ zone: ZoneID) {
         engine.catchUp(zone)
+    }
+
+    /// Calls `handler` with a zone and its number of waiting commits each time a commit
+    /// starts waiting for the zone's flusher (tests of group commit); `nil` stops.
+    package func observeCommitQueue(_ handler: (@Sendable (ZoneID, Int) -> Void)?) {
+        engine.context.queueObserver.withLock { $0 = handler }
+    }
+
+    /// Returns once no automatic compaction of `zone` is scheduled or running (tests).
+    package func waitForBackgroundWork(in zone: ZoneID) async throws {
+        try await engine.zone(zone).waitForBackgroundWork()
     }
 
     // MARK: RecordDatabase

@@ -18,6 +18,8 @@ final class JSONFileContext: Sendable {
     let fileSystem: FileSystem
     let subscribers: SubscriberList
     let problems: JSONFileProblems
+    /// Told the number of waiting commits of a zone whenever one starts waiting (tests).
+    let queueObserver = Mutex<(@Sendable (ZoneID, Int) -> Void)?>(nil)
 
     init(
         rootPath: String, rootFD: Int32, identifier: String, writerID: String, fileSystem: FileSystem,

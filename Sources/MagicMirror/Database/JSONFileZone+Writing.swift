@@ -42,12 +42,13 @@ extension JSONFileZone {
 
     /// Queues a commit; if the flusher finished meanwhile, becomes the flusher.
     private func enqueue(_ request: CommitRequest) {
-        let leads = queue.withLock { queue -> Bool in
+        let (leads, waiting) = queue.withLock { queue -> (Bool, Int) in
             queue.pending.append(request)
-            if queue.flushing { return false }
+            if queue.flushing { return (false, queue.pending.count) }
             queue.flushing = true
-            return true
+            return (true, queue.pending.count)
         }
+        if let observer = context.queueObserver.withLock({ $0 }) { observer(zone, waiting) }
         if leads { runFlusher(leader: true) }
     }
 
@@ -246,8 +247,12 @@ extension JSONFileZone {
         guard compactionScheduled.compareExchange(
             expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
+        backgroundWork.enter()
         DispatchQueue.global(qos: .utility).async {
-            defer { self.compactionScheduled.store(false, ordering: .releasing) }
+            defer {
+                self.compactionScheduled.store(false, ordering: .releasing)
+                self.backgroundWork.leave()
+            }
             do throws(MirrorError) {
                 try self.compact(ifLargerThan: threshold)
             } catch {
@@ -259,6 +264,13 @@ extension JSONFileZone {
                         underlying: error.underlying ?? error),
                     key: "compaction \(stamp)")
             }
+        }
+    }
+
+    /// Returns once no automatic compaction is scheduled or running.
+    func waitForBackgroundWork() async {
+        await withCheckedContinuation { continuation in
+            backgroundWork.notify(queue: .global()) { continuation.resume() }
         }
     }
 

@@ -31,6 +31,8 @@ final class JSONFileZone: Sendable {
     let loaded = Atomic<Bool>(false)
     let catchUpRequested = Atomic<Bool>(false)
     let compactionScheduled = Atomic<Bool>(false)
+    /// Entered while an automatic compaction is scheduled or running.
+    let backgroundWork = DispatchGroup()
 
     /// What `disk` guards.
     struct Disk {
@@ -303,7 +305,7 @@ final class JSONFileZone: Sendable {
         }
         let scan = try readJournal(&disk, size: info.size)
         let notifications = memory.withLock { state in
-            apply(scan, to: &state, baseOffset: disk.journalEnd - scan.scan.consumed, notify: true)
+            apply(scan, to: &state, notify: true)
         }
         if underLock { try cutTail(&disk) }
         return notifications
@@ -347,7 +349,7 @@ final class JSONFileZone: Sendable {
     /// Applies the complete commits of a scan, returning notifications for other writers'.
     private func apply(
         _ read: (scan: JSONFileFormat.JournalScan, foreignClock: HLCTimestamp),
-        to state: inout ZoneState, baseOffset: Int, notify: Bool
+        to state: inout ZoneState, notify: Bool
     ) -> [RemoteNotification] {
         var notifications: [RemoteNotification] = []
         for commit in read.scan.commits where commit.sequence > state.token.sequence {
@@ -367,6 +369,7 @@ final class JSONFileZone: Sendable {
         let name = JSONFileFormat.journalFile(disk.generation)
         let tail = (try? JSONFileIO.read(disk.journalFD, from: disk.journalEnd, count: disk.journalSeen - disk.journalEnd)) ?? []
         let stamp = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+            .description + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         quarantine(
             tail, in: disk.directoryFD, name: "quarantine-journal-\(disk.generation)-\(disk.journalEnd)-\(stamp).torn",
             source: name,
@@ -394,11 +397,15 @@ final class JSONFileZone: Sendable {
         if disk.journalFD >= 0 { return true }
         let name = JSONFileFormat.journalFile(disk.generation)
         let flags = O_RDWR | O_APPEND | O_NOFOLLOW | (create ? O_CREAT : 0)
-        do {
+        let opened: FileSystem.Failure?
+        do throws(FileSystem.Failure) {
             disk.journalFD = try fileSystem.open(at: disk.directoryFD, name, flags: flags, mode: fileMode)
             disk.journalWritable = true
-            if create { try? fileSystem.sync(disk.directoryFD, metadata: true) }
+            opened = nil
         } catch {
+            opened = error
+        }
+        if let error = opened {
             switch error.code {
             case ENOENT where !create:
                 return false
@@ -410,6 +417,15 @@ final class JSONFileZone: Sendable {
                 disk.journalWritable = false
             default:
                 throw located(openError(error, name))
+            }
+        } else if create {
+            // The new file's directory entry must be durable before commits in it are.
+            do throws(FileSystem.Failure) {
+                try fileSystem.sync(disk.directoryFD, metadata: true)
+            } catch {
+                close(disk.journalFD)
+                disk.journalFD = -1
+                throw located(error.mirrorError(file: directoryPath))
             }
         }
         disk.journalEnd = 0
@@ -491,7 +507,7 @@ final class JSONFileZone: Sendable {
         contents.records = []
         if journalFD >= 0, let info = JSONFileIO.info(journalFD), info.size > 0 {
             let read = try readJournal(&disk, size: info.size)
-            _ = apply(read, to: &state, baseOffset: 0, notify: false)
+            _ = apply(read, to: &state, notify: false)
         }
         if underLock { try cutTail(&disk) }
 
