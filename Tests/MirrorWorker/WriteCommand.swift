@@ -8,6 +8,7 @@ import MagicMirror
 /// ```
 /// mirror-worker write --db DIR [--zone Todo] [--user NAME] [--count N] [--batch B]
 ///                     [--prefix P] [--padding BYTES] [--relaxed] [--compaction-threshold BYTES]
+///                     [--crash-at OPERATION:CALL[:BYTES]]
 /// ```
 ///
 /// - `--zone`: the record type (default `Todo`); with `--user`, the user's private zone.
@@ -16,6 +17,9 @@ import MagicMirror
 /// - `--padding`: adds a string field of that many bytes to every record.
 /// - `--relaxed`: commits without fsync; `--compaction-threshold`: see
 ///   `JSONFileDatabase.Options.compactionThreshold`.
+/// - `--crash-at OPERATION:CALL[:BYTES]`: the process kills itself with SIGKILL at that
+///   call of the file-system seam from the moment the database is open (for `write`,
+///   after writing BYTES of it), e.g. `write:6:1500`, `rename:1`, `unlink:1`.
 ///
 /// Prints `ready <writerID>` first. Output is written unbuffered.
 enum WriteCommand {
@@ -49,6 +53,15 @@ enum WriteCommand {
             databaseOptions.compactionThreshold = threshold
         }
         let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory), options: databaseOptions)
+        if let crash = options["crash-at"] {
+            // OPERATION:CALL[:BYTES], e.g. write:6:1500 or rename:1
+            let parts = crash.split(separator: ":").map(String.init)
+            guard let operation = parts.first.flatMap(FileSystem.Operation.init(rawValue:)),
+                  let call = parts.dropFirst().first.flatMap(Int.init)
+            else { throw usage("bad --crash-at \(crash)") }
+            let bytes = parts.count > 2 ? Int(parts[2]) ?? 0 : 0
+            database.fileSystem.crash(at: operation, call: call, afterBytes: bytes)
+        }
         emit("ready \(database.writerID)")
         var next = 0
         while next < count {
@@ -77,6 +90,7 @@ enum WriteCommand {
         MirrorError(
             .invalidRecord,
             "\(problem); usage: mirror-worker write --db DIR [--zone T] [--user U] [--count N] [--batch B] "
-                + "[--prefix P] [--padding BYTES] [--relaxed] [--compaction-threshold BYTES]")
+                + "[--prefix P] [--padding BYTES] [--relaxed] [--compaction-threshold BYTES] "
+                + "[--crash-at OPERATION:CALL[:BYTES]]")
     }
 }

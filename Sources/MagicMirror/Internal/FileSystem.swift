@@ -33,7 +33,10 @@ package final class FileSystem: Sendable {
 
     private struct Fault: Sendable {
         var operation: Operation
-        var code: Int32
+        /// The `errno` to fail with, or `nil` to kill the process instead.
+        var code: Int32?
+        /// Calls to let through before the fault fires.
+        var skip: Int = 0
         var remaining: Int
         var afterBytes: Int
     }
@@ -62,6 +65,16 @@ package final class FileSystem: Sendable {
         }
     }
 
+    /// Kills the process with `SIGKILL` at the `call`-th call of `operation` from now,
+    /// before the call does anything (for ``Operation/write``, after writing `afterBytes`
+    /// bytes): a crash at a chosen point, for crash-recovery tests run in a child process.
+    package func crash(at operation: Operation, call: Int = 1, afterBytes: Int = 0) {
+        faults.withLock { faults in
+            faults.append(Fault(operation: operation, code: nil, skip: max(0, call - 1), remaining: 1, afterBytes: afterBytes))
+            hasFaults.store(true, ordering: .sequentiallyConsistent)
+        }
+    }
+
     /// Removes every injected fault that has not fired yet.
     package func clearFaults() {
         faults.withLock { faults in
@@ -79,14 +92,25 @@ package final class FileSystem: Sendable {
     private func fault(for operation: Operation) -> Fault? {
         counters.withLock { $0[operation, default: 0] += 1 }
         guard hasFaults.load(ordering: .relaxed) else { return nil }
-        return faults.withLock { faults -> Fault? in
+        let fired = faults.withLock { faults -> Fault? in
             guard let index = faults.firstIndex(where: { $0.operation == operation }) else { return nil }
+            if faults[index].skip > 0 {
+                faults[index].skip -= 1
+                return nil
+            }
             let fault = faults[index]
             faults[index].remaining -= 1
             if faults[index].remaining <= 0 { faults.remove(at: index) }
             if faults.isEmpty { hasFaults.store(false, ordering: .sequentiallyConsistent) }
             return fault
         }
+        if let fired, fired.code == nil, operation != .write { Self.die() }
+        return fired
+    }
+
+    private static func die() -> Never {
+        kill(getpid(), SIGKILL)
+        while true { pause() }
     }
 
     // MARK: Calls
@@ -95,7 +119,7 @@ package final class FileSystem: Sendable {
     ///
     /// - Returns: The new file descriptor.
     package func open(at directory: Int32, _ name: String, flags: Int32, mode: mode_t = 0) throws(Failure) -> Int32 {
-        if let fault = fault(for: .open) { throw Failure(operation: .open, code: fault.code) }
+        if let fault = fault(for: .open) { throw Failure(operation: .open, code: fault.code ?? EIO) }
         while true {
             let fd = openat(directory, name, flags | O_CLOEXEC, mode)
             if fd >= 0 { return fd }
@@ -105,7 +129,7 @@ package final class FileSystem: Sendable {
 
     /// `mkdirat`.
     package func makeDirectory(at directory: Int32, _ name: String, mode: mode_t) throws(Failure) {
-        if let fault = fault(for: .mkdir) { throw Failure(operation: .mkdir, code: fault.code) }
+        if let fault = fault(for: .mkdir) { throw Failure(operation: .mkdir, code: fault.code ?? EIO) }
         guard mkdirat(directory, name, mode) == 0 else { throw Failure(operation: .mkdir, code: errno) }
     }
 
@@ -118,8 +142,10 @@ package final class FileSystem: Sendable {
         var offset = 0
         var limit = buffer.count
         var injected: Int32?
+        var crashes = false
         if let fault = fault(for: .write) {
             injected = fault.code
+            crashes = fault.code == nil
             limit = min(fault.afterBytes, buffer.count)
         }
         while offset < limit {
@@ -130,6 +156,7 @@ package final class FileSystem: Sendable {
             }
             offset += written
         }
+        if crashes { Self.die() }
         if let injected { throw Failure(operation: .write, code: injected) }
     }
 
@@ -149,7 +176,7 @@ package final class FileSystem: Sendable {
     /// Flushes a file's data to stable storage (`fdatasync` on Linux, `F_FULLFSYNC` on
     /// Darwin), or, with `metadata`, its data and metadata (`fsync`; used for directories).
     package func sync(_ fd: Int32, metadata: Bool = false) throws(Failure) {
-        if let fault = fault(for: .fsync) { throw Failure(operation: .fsync, code: fault.code) }
+        if let fault = fault(for: .fsync) { throw Failure(operation: .fsync, code: fault.code ?? EIO) }
         while true {
             #if canImport(Glibc)
             let result = metadata ? fsync(fd) : fdatasync(fd)
@@ -164,20 +191,20 @@ package final class FileSystem: Sendable {
 
     /// `renameat` within one directory.
     package func rename(at directory: Int32, _ from: String, to: String) throws(Failure) {
-        if let fault = fault(for: .rename) { throw Failure(operation: .rename, code: fault.code) }
+        if let fault = fault(for: .rename) { throw Failure(operation: .rename, code: fault.code ?? EIO) }
         guard renameat(directory, from, directory, to) == 0 else { throw Failure(operation: .rename, code: errno) }
     }
 
     /// `linkat` within one directory: makes `to` name the file `from` names, failing with
     /// `EEXIST` if `to` exists.
     package func link(at directory: Int32, _ from: String, to: String) throws(Failure) {
-        if let fault = fault(for: .link) { throw Failure(operation: .link, code: fault.code) }
+        if let fault = fault(for: .link) { throw Failure(operation: .link, code: fault.code ?? EIO) }
         guard linkat(directory, from, directory, to, 0) == 0 else { throw Failure(operation: .link, code: errno) }
     }
 
     /// `ftruncate`.
     package func truncate(_ fd: Int32, to length: Int) throws(Failure) {
-        if let fault = fault(for: .truncate) { throw Failure(operation: .truncate, code: fault.code) }
+        if let fault = fault(for: .truncate) { throw Failure(operation: .truncate, code: fault.code ?? EIO) }
         while ftruncate(fd, off_t(length)) != 0 {
             if errno != EINTR { throw Failure(operation: .truncate, code: errno) }
         }
@@ -185,13 +212,13 @@ package final class FileSystem: Sendable {
 
     /// `unlinkat` of a file.
     package func unlink(at directory: Int32, _ name: String) throws(Failure) {
-        if let fault = fault(for: .unlink) { throw Failure(operation: .unlink, code: fault.code) }
+        if let fault = fault(for: .unlink) { throw Failure(operation: .unlink, code: fault.code ?? EIO) }
         guard unlinkat(directory, name, 0) == 0 else { throw Failure(operation: .unlink, code: errno) }
     }
 
     /// `fchmod`.
     package func changeMode(_ fd: Int32, to mode: mode_t) throws(Failure) {
-        if let fault = fault(for: .chmod) { throw Failure(operation: .chmod, code: fault.code) }
+        if let fault = fault(for: .chmod) { throw Failure(operation: .chmod, code: fault.code ?? EIO) }
         guard fchmod(fd, mode) == 0 else { throw Failure(operation: .chmod, code: errno) }
     }
 }
