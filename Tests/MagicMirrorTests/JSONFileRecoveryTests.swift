@@ -57,26 +57,28 @@ import Testing
         let (db, zoneDirectory) = try await populate(directory, commits: 2)
         let journal = zoneDirectory.appendingPathComponent("journal-0.ndjson")
         let intact = try Data(contentsOf: journal)
-        // Two complete lines of a three-line commit whose writer died before the last one.
+        // An append of two commits (3: x and y, 4: z) whose writer died before its last
+        // line, the only one marked "end".
         let clock = HybridLogicalClock.shared.now()
         let unfinished = Array((
             #"{"seq":3,"op":"save","id":"x","version":1,"clock":"\#(clock)","writer":"dead","fields":{}}"# + "\n"
                 + #"{"seq":3,"op":"save","id":"y","version":1,"clock":"\#(clock)","writer":"dead","fields":{}}"# + "\n"
+                + #"{"seq":4,"op":"save","id":"z","version":1,"clock":"\#(clock)","writer":"dead","fields":{}}"# + "\n"
         ).utf8)
         try JSONFileTestSupport.append(unfinished, to: journal)
 
         // A reader that takes no lock applies nothing of it.
         db.catchUp(zone)
-        #expect(try await db.fetch(["x", "y"], in: zone).isEmpty)
+        #expect(try await db.fetch(["x", "y", "z"], in: zone).isEmpty)
         #expect(try await db.currentToken(in: zone).sequence == 2)
 
         // Opening cuts it off and keeps it.
         let reopened = try JSONFileDatabase(isolatedDirectory: directory.url)
-        #expect(try await reopened.fetch(["x", "y"], in: zone).isEmpty)
+        #expect(try await reopened.fetch(["x", "y", "z"], in: zone).isEmpty)
         #expect(try Data(contentsOf: journal) == intact)
         let kept = quarantined(in: zoneDirectory, suffix: ".torn")
         #expect(try kept.map { try Data(contentsOf: $0) } == [Data(unfinished)])
-        let next = try await reopened.commit([jsonSave("z", ["v": 1])], to: zone)
+        let next = try await reopened.commit([jsonSave("w", ["v": 1])], to: zone)
         #expect(next.token.sequence == 3)
         #expect(try JSONFileTestSupport.jsonLines(journal).count == 3)
     }
@@ -117,7 +119,7 @@ import Testing
         #expect(quarantined(in: zoneDirectory, suffix: ".bad").count == 1, "quarantined once")
     }
 
-    @Test func aLostEndMarkerDoesNotHideTheCommitsAroundIt() async throws {
+    @Test func aDamagedEndLineDoesNotHideTheCommitsAroundIt() async throws {
         let directory = try TemporaryDirectory("lost-end")
         defer { directory.remove() }
         let db = try JSONFileDatabase(isolatedDirectory: directory.url)

@@ -37,7 +37,7 @@ enum JSONFileFormat {
     ///
     /// - Parameters:
     ///   - sequence: The commit's sequence number (shared by every line of the commit).
-    ///   - isLast: Whether this is the last line of its commit (`"end":true`).
+    ///   - isLast: Whether this is the last line of its append (`"end":true`).
     static func appendJournalLine(
         to writer: inout JSONByteWriter, sequence: Int, record: StoredRecord, isLast: Bool
     ) {
@@ -116,7 +116,7 @@ enum JSONFileFormat {
     struct JournalScan {
         /// Complete commits, in order: sequence and changed records.
         var commits: [(sequence: Int, records: [StoredRecord])] = []
-        /// Bytes from the start of the stretch to the end of the last complete commit.
+        /// Bytes from the start of the stretch to the end of the last complete append.
         var consumed = 0
         /// Lines within `consumed` that do not decode: offset and length (newline included),
         /// relative to the stretch.
@@ -125,17 +125,16 @@ enum JSONFileFormat {
 
     /// Reads journal lines from `count` bytes at `base`.
     ///
-    /// A commit is complete at its line marked `"end":true`, or, if that line is lost, when
-    /// a line of a later commit follows (a writer only appends after complete commits).
-    /// Anything after the last complete commit (an unfinished commit, a torn line) is left
-    /// unconsumed.
+    /// Lines are applied an append at a time: the last line of every append carries
+    /// `"end":true`, and only lines followed by such a line are complete. An append holds
+    /// one or more whole commits (consecutive lines with the same `seq`); a failed or
+    /// interrupted append has no `end` at its end, so none of it is ever applied. Anything
+    /// after the last `end` line is left unconsumed.
     static func scanJournal(
         _ base: UnsafePointer<UInt8>, count: Int, parser: inout LineParser
     ) -> JournalScan {
         var scan = JournalScan()
-        var pending: [StoredRecord] = []
-        var pendingSequence = 0
-        var held: [(sequence: Int, records: [StoredRecord])] = []
+        var pending: [(sequence: Int, records: [StoredRecord])] = []
         var pendingBad: [(offset: Int, length: Int)] = []
         var start = 0
         while start < count {
@@ -147,17 +146,14 @@ enum JSONFileFormat {
                 pendingBad.append((start, newline + 1 - start))
                 continue
             }
-            if !pending.isEmpty && entry.sequence != pendingSequence {
-                held.append((pendingSequence, pending))
-                pending = []
+            if let last = pending.last, last.sequence == entry.sequence {
+                pending[pending.count - 1].records.append(entry.record)
+            } else {
+                pending.append((entry.sequence, [entry.record]))
             }
-            pending.append(entry.record)
-            pendingSequence = entry.sequence
             if entry.isLast {
-                scan.commits.append(contentsOf: held)
-                held.removeAll()
-                scan.commits.append((pendingSequence, pending))
-                pending = []
+                scan.commits.append(contentsOf: pending)
+                pending.removeAll()
                 scan.consumed = newline + 1
                 scan.bad.append(contentsOf: pendingBad)
                 pendingBad.removeAll()

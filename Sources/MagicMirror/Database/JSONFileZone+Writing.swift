@@ -155,13 +155,17 @@ extension JSONFileZone {
                 }
 
                 // Encode and append every commit that writes, at once.
+                // Only the append's very last line is marked: readers apply nothing of an
+                // append that did not reach its end.
                 var lines = JSONByteWriter(capacity: 256)
                 var durable = false
+                let lastWriting = plans.lastIndex { if case .write = $0 { true } else { false } }
                 for (index, plan) in plans.enumerated() {
                     guard case .write(_, let changed, let sequence) = plan else { continue }
                     for (position, record) in changed.enumerated() {
                         JSONFileFormat.appendJournalLine(
-                            to: &lines, sequence: sequence, record: record, isLast: position == changed.count - 1)
+                            to: &lines, sequence: sequence, record: record,
+                            isLast: index == lastWriting && position == changed.count - 1)
                     }
                     durable = durable || accepted[index].durable
                 }
@@ -171,6 +175,17 @@ extension JSONFileZone {
                         try append(&disk, lines.bytes, durable: durable)
                     } catch {
                         writeError = error
+                    }
+                }
+                if writeError != nil, disk.appendWasVisible {
+                    // The lines were complete before the flush failed: readers in other
+                    // processes may have applied them. A new generation makes them reload.
+                    disk.appendWasVisible = false
+                    do throws(MirrorError) {
+                        try writeCompaction(&disk)
+                    } catch {
+                        context.problems.report(
+                            error, key: "compaction after failed flush \(UUID().uuidString)")
                     }
                 }
 
@@ -223,9 +238,13 @@ extension JSONFileZone {
         }
         let start = disk.journalEnd
         let fd = disk.journalFD
-        do {
+        do throws(FileSystem.Failure) {
             try fileSystem.write(fd, bytes: bytes)
-            if durable { try fileSystem.sync(fd) }
+            if durable {
+                disk.appendWasVisible = true
+                try fileSystem.sync(fd)
+                disk.appendWasVisible = false
+            }
         } catch {
             do {
                 try fileSystem.truncate(fd, to: start)

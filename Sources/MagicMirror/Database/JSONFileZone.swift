@@ -47,12 +47,16 @@ final class JSONFileZone: Sendable {
         /// The current generation's journal; -1 when it does not exist yet.
         var journalFD: Int32 = -1
         var journalWritable = false
-        /// The end of the last complete commit read from the journal.
+        /// The end of the last complete append read from the journal.
         var journalEnd = 0
         /// The journal's size when it was last read.
         var journalSeen = 0
-        /// Set when cutting back a failed append failed: the next writer cuts there first.
+        /// Set when cutting back a failed append failed: the next writer cuts there first,
+        /// and readers of this engine read no further.
         var mustTruncateTo: Int?
+        /// Set while a complete append waits for its flush: if the flush fails, other
+        /// processes may have read it.
+        var appendWasVisible = false
     }
 
     /// A commit waiting for the zone's flusher.
@@ -170,7 +174,7 @@ final class JSONFileZone: Sendable {
         disk.loaded = true
         loaded.store(true, ordering: .releasing)
         if disk.journalSeen > disk.journalEnd {
-            // Something follows the last complete commit: a commit in progress, or the
+            // Something follows the last complete append: a commit in progress, or the
             // remains of a writer that died. Look again under the writers' lock.
             if let lockFD = try? openLock(&disk), FileLock.lock(lockFD) == 0 {
                 defer { FileLock.unlock(lockFD) }
@@ -273,7 +277,7 @@ final class JSONFileZone: Sendable {
 
     /// Brings the in-memory state up to date with the files: reloads everything when the
     /// snapshot changed (another writer compacted), else reads the journal's new lines.
-    /// Under the writers' lock, anything after the last complete commit is the remains of
+    /// Under the writers' lock, anything after the last complete append is the remains of
     /// a writer that died: it is cut off and kept in quarantine.
     ///
     /// - Returns: Notifications for changes made by other writers.
@@ -300,10 +304,11 @@ final class JSONFileZone: Sendable {
             // Cut below what was read: the file was replaced or damaged; start over.
             return try reload(&disk, underLock: underLock)
         }
-        if info.size == disk.journalSeen && !(underLock && info.size > disk.journalEnd) {
+        let size = disk.mustTruncateTo.map { min($0, info.size) } ?? info.size
+        if size == disk.journalSeen && !(underLock && size > disk.journalEnd) {
             return []
         }
-        let scan = try readJournal(&disk, size: info.size)
+        let scan = try readJournal(&disk, size: size)
         let notifications = memory.withLock { state in
             apply(scan, to: &state, notify: true)
         }
@@ -312,7 +317,7 @@ final class JSONFileZone: Sendable {
     }
 
     /// Reads the journal from `journalEnd` to `size`, reports its bad lines, and moves
-    /// `journalEnd` past the last complete commit.
+    /// `journalEnd` past the last complete append.
     private func readJournal(
         _ disk: inout Disk, size: Int
     ) throws(MirrorError) -> (scan: JSONFileFormat.JournalScan, foreignClock: HLCTimestamp) {
@@ -363,7 +368,7 @@ final class JSONFileZone: Sendable {
         return notifications
     }
 
-    /// Cuts what follows the last complete commit (under the writers' lock only).
+    /// Cuts what follows the last complete append (under the writers' lock only).
     private func cutTail(_ disk: inout Disk) throws(MirrorError) {
         guard disk.journalSeen > disk.journalEnd, disk.journalFD >= 0 else { return }
         let name = JSONFileFormat.journalFile(disk.generation)
@@ -373,7 +378,7 @@ final class JSONFileZone: Sendable {
         quarantine(
             tail, in: disk.directoryFD, name: "quarantine-journal-\(disk.generation)-\(disk.journalEnd)-\(stamp).torn",
             source: name,
-            what: "\(tail.count) bytes after the last complete commit of \(name) (an unfinished write) were cut off")
+            what: "\(tail.count) bytes after the last complete append of \(name) (an unfinished write) were cut off")
         do {
             try fileSystem.truncate(disk.journalFD, to: disk.journalEnd)
         } catch {
