@@ -171,4 +171,19 @@ import Testing
         #expect(try kept.map { try Data(contentsOf: $0) } == [damaged])
         #expect(reopened.problems.first?.file?.hasSuffix("snapshot.json") == true)
     }
+
+    @Test func aMissingSnapshotOfACompactedZoneIsReportedAndItsJournalStillLoads() async throws {
+        let directory = try TemporaryDirectory("missing-snapshot")
+        defer { directory.remove() }
+        let (db, zoneDirectory) = try await populate(directory, commits: 2)
+        try await db.compact(zone)
+        try await db.commit([jsonSave("later", ["v": 1])], to: zone)
+        try FileManager.default.removeItem(at: zoneDirectory.appendingPathComponent("snapshot.json"))
+
+        let reopened = try JSONFileDatabase(isolatedDirectory: directory.url)
+        #expect(try await reopened.fetchAll(in: zone).records.map(\.id) == ["later"])
+        #expect(try await reopened.currentToken(in: zone).generation == 1)
+        #expect(reopened.problems.count == 1)
+        #expect(reopened.problems.first?.message.contains("missing") == true)
+    }
 }

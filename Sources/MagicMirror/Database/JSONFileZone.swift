@@ -460,7 +460,13 @@ final class JSONFileZone: Sendable {
                 if snapshotFD >= 0 { close(snapshotFD) }
                 throw error
             }
-            generation = contents.header?.generation ?? inferredGeneration(disk.directoryFD)
+            if snapshotFD < 0 {
+                // No snapshot: generation 0, unless someone removed the snapshot of a
+                // compacted zone; then the newest journal is the best there is.
+                generation = inferredGeneration(disk.directoryFD)
+            } else {
+                generation = contents.header?.generation ?? inferredGeneration(disk.directoryFD)
+            }
             let name = JSONFileFormat.journalFile(generation)
             do {
                 journalFD = try fileSystem.open(at: disk.directoryFD, name, flags: O_RDWR | O_APPEND | O_NOFOLLOW)
@@ -493,6 +499,16 @@ final class JSONFileZone: Sendable {
                     : "line at byte \(bad.offset) of \(JSONFileFormat.snapshotFile) does not decode")
         }
         snapshotBytes = []
+        if snapshotFD < 0 && generation > 0 {
+            let journal = JSONFileFormat.journalFile(generation)
+            context.problems.report(
+                located(MirrorError(
+                    .corruptEntry,
+                    "\(path(JSONFileFormat.snapshotFile)) is missing although the zone was compacted; "
+                        + "only the changes in \(journal) were loaded",
+                    file: path(JSONFileFormat.snapshotFile))),
+                key: "missing snapshot \(directoryPath) \(generation)")
+        }
         var snapshotClock = HLCTimestamp.zero
         for record in contents.records where record.modified > snapshotClock { snapshotClock = record.modified }
         if snapshotClock > .zero { HybridLogicalClock.shared.observe(snapshotClock) }
