@@ -462,7 +462,7 @@ final class JSONFileZone: Sendable {
             }
             if snapshotFD < 0 {
                 // No snapshot: generation 0, unless someone removed the snapshot of a
-                // compacted zone; then the newest journal is the best there is.
+                // compacted zone; then its journal is the best there is.
                 generation = inferredGeneration(disk.directoryFD)
             } else {
                 generation = contents.header?.generation ?? inferredGeneration(disk.directoryFD)
@@ -597,10 +597,16 @@ final class JSONFileZone: Sendable {
         }
     }
 
-    /// The generation of the newest journal in the directory, for a snapshot whose header
-    /// cannot be read.
+    /// The generation to use when the snapshot is missing or its header cannot be read:
+    /// the newest journal that holds something, else the oldest one present. (A compaction
+    /// that stopped before its rename leaves an empty next-generation journal behind; one
+    /// that finished removed the older journals.)
     private func inferredGeneration(_ directoryFD: Int32) -> Int {
-        journalGenerations(directoryFD).max() ?? 0
+        let generations = journalGenerations(directoryFD)
+        let nonEmpty = generations.filter {
+            (JSONFileIO.info(at: directoryFD, JSONFileFormat.journalFile($0))?.size ?? 0) > 0
+        }
+        return nonEmpty.max() ?? generations.min() ?? 0
     }
 
     /// The generations of the journal files in the zone directory.
