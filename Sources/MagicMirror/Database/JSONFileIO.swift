@@ -62,8 +62,8 @@ enum JSONFileIO {
 
 extension JSONFileIO.FileInfo {
     init(_ status: stat) {
-        device = UInt64(status.st_dev)
-        inode = UInt64(status.st_ino)
+        device = UInt64(truncatingIfNeeded: status.st_dev)
+        inode = UInt64(truncatingIfNeeded: status.st_ino)
         size = Int(status.st_size)
         mode = status.st_mode & 0o7777
         isSymbolicLink = status.st_mode & S_IFMT == S_IFLNK

@@ -29,9 +29,17 @@ extension JSONFileZone {
             let request = CommitRequest(
                 operations: operations, durable: durable, compactionThreshold: compactionThreshold,
                 continuation: nil)
-            let (results, _) = process([request])
-            finishLeading()
-            return try results[0].get()
+            if let (results, _) = process([request], mayWait: false) {
+                finishLeading()
+                return try results[0].get()
+            }
+            // Another process holds the zone: wait on a dispatch thread, not on this one.
+            return try await withCheckedThrowingContinuation { continuation in
+                var waiting = request
+                waiting.continuation = continuation
+                queue.withLock { $0.pending.insert(waiting, at: 0) }
+                DispatchQueue.global().async { self.runFlusher() }
+            }
         }
         return try await withCheckedThrowingContinuation { continuation in
             enqueue(CommitRequest(
@@ -40,16 +48,16 @@ extension JSONFileZone {
         }
     }
 
-    /// Queues a commit; if the flusher finished meanwhile, becomes the flusher.
+    /// Queues a commit; if the flusher finished meanwhile, starts one on a dispatch thread.
     private func enqueue(_ request: CommitRequest) {
-        let (leads, waiting) = queue.withLock { queue -> (Bool, Int) in
+        let (starts, waiting) = queue.withLock { queue -> (Bool, Int) in
             queue.pending.append(request)
             if queue.flushing { return (false, queue.pending.count) }
             queue.flushing = true
             return (true, queue.pending.count)
         }
         if let observer = context.queueObserver.withLock({ $0 }) { observer(zone, waiting) }
-        if leads { runFlusher(leader: true) }
+        if starts { DispatchQueue.global().async { self.runFlusher() } }
     }
 
     /// Ends a leader's turn: hands commits that queued meanwhile to a dispatch thread.
@@ -61,12 +69,11 @@ extension JSONFileZone {
             }
             return true
         }
-        if more { DispatchQueue.global().async { self.runFlusher(leader: false) } }
+        if more { DispatchQueue.global().async { self.runFlusher() } }
     }
 
-    /// Drains the queue. A leader (a caller's own thread) processes one batch, which holds
-    /// its own commit, and hands the rest to a dispatch thread.
-    private func runFlusher(leader: Bool) {
+    /// Drains the queue, on a dispatch thread.
+    private func runFlusher() {
         while true {
             let batch = queue.withLock { queue -> [CommitRequest] in
                 if queue.pending.isEmpty {
@@ -77,15 +84,14 @@ extension JSONFileZone {
                 return queue.pending
             }
             if batch.isEmpty { return }
-            let (results, leftover) = process(batch)
+            guard let (results, leftover) = process(batch, mayWait: true) else {
+                queue.withLock { $0.pending.insert(contentsOf: batch, at: 0) }
+                continue
+            }
             for (index, result) in results.enumerated() {
                 batch[index].continuation?.resume(with: result.mapError { $0 as any Error })
             }
             queue.withLock { $0.pending.insert(contentsOf: leftover, at: 0) }
-            if leader {
-                finishLeading()
-                return
-            }
         }
     }
 
@@ -105,9 +111,11 @@ extension JSONFileZone {
     ///   for the next batch because they touch a record an earlier commit of the batch
     ///   touches (each commit of a batch is checked against the state before the batch,
     ///   which is only right for commits on distinct records).
+    /// - Parameter mayWait: Whether to wait for the writers' lock; when `false` and another
+    ///   writer holds it, nothing is done and the result is `nil`.
     private func process(
-        _ batch: [CommitRequest]
-    ) -> (results: [Result<CommitOutcome, MirrorError>], leftover: [CommitRequest]) {
+        _ batch: [CommitRequest], mayWait: Bool
+    ) -> (results: [Result<CommitOutcome, MirrorError>], leftover: [CommitRequest])? {
         var accepted = batch
         var leftover: [CommitRequest] = []
         if batch.count > 1 {
@@ -125,12 +133,17 @@ extension JSONFileZone {
             repeating: .failure(MirrorError(.cancelled, "not processed")), count: accepted.count)
         var notifications: [RemoteNotification] = []
         var compactionThreshold: Int?
+        var busy = false
 
         disk.withLock { disk in
             do throws(MirrorError) {
                 notifications += try ensureLoaded(&disk)
                 let lockFD = try openLock(&disk)
-                let code = FileLock.lock(lockFD)
+                let code = mayWait ? FileLock.lock(lockFD) : FileLock.tryLock(lockFD)
+                if code == EWOULDBLOCK {
+                    busy = true
+                    return
+                }
                 guard code == 0 else {
                     throw located(MirrorError.posix(code, "flock", file: path(JSONFileFormat.lockFile)))
                 }
@@ -222,6 +235,7 @@ extension JSONFileZone {
         }
         deliver(notifications)
         catchUpIfRequested()
+        if busy { return nil }
         if let compactionThreshold { scheduleCompaction(threshold: compactionThreshold) }
         return (results, leftover)
     }

@@ -21,6 +21,17 @@ package enum FileLock {
         return 0
     }
 
+    /// Takes the exclusive lock on `fd` if no one holds it.
+    ///
+    /// - Returns: `0` when the lock is held, `EWOULDBLOCK` when someone else holds it, or
+    ///   the `errno` of another failure.
+    package static func tryLock(_ fd: Int32) -> Int32 {
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno != EINTR { return errno }
+        }
+        return 0
+    }
+
     /// Releases the lock on `fd`.
     package static func unlock(_ fd: Int32) {
         while flock(fd, LOCK_UN) != 0 {
