@@ -107,12 +107,12 @@ extension JSONFileZone {
 
     /// Writes one batch under the writers' lock and completes its commits.
     ///
+    /// - Parameter mayWait: Whether to wait for the writers' lock; when `false` and another
+    ///   writer holds it, nothing is done and the result is `nil`.
     /// - Returns: The results of the first commits of the batch, and the rest, held back
     ///   for the next batch because they touch a record an earlier commit of the batch
     ///   touches (each commit of a batch is checked against the state before the batch,
     ///   which is only right for commits on distinct records).
-    /// - Parameter mayWait: Whether to wait for the writers' lock; when `false` and another
-    ///   writer holds it, nothing is done and the result is `nil`.
     private func process(
         _ batch: [CommitRequest], mayWait: Bool
     ) -> (results: [Result<CommitOutcome, MirrorError>], leftover: [CommitRequest])? {

@@ -316,11 +316,12 @@ final class JSONFileZone: Sendable {
         return notifications
     }
 
-    /// Reads the journal from `journalEnd` to `size`, reports its bad lines, and moves
-    /// `journalEnd` past the last complete append.
+    /// Reads the journal from `journalEnd` to `size`, reports its bad lines, moves the
+    /// clock past other writers' readings, and moves `journalEnd` past the last complete
+    /// append.
     private func readJournal(
         _ disk: inout Disk, size: Int
-    ) throws(MirrorError) -> (scan: JSONFileFormat.JournalScan, foreignClock: HLCTimestamp) {
+    ) throws(MirrorError) -> JSONFileFormat.JournalScan {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
         let bytes: [UInt8]
@@ -348,16 +349,15 @@ final class JSONFileZone: Sendable {
         if foreignClock > .zero { HybridLogicalClock.shared.observe(foreignClock) }
         disk.journalEnd = start + scan.consumed
         disk.journalSeen = size
-        return (scan, foreignClock)
+        return scan
     }
 
     /// Applies the complete commits of a scan, returning notifications for other writers'.
     private func apply(
-        _ read: (scan: JSONFileFormat.JournalScan, foreignClock: HLCTimestamp),
-        to state: inout ZoneState, notify: Bool
+        _ scan: JSONFileFormat.JournalScan, to state: inout ZoneState, notify: Bool
     ) -> [RemoteNotification] {
         var notifications: [RemoteNotification] = []
-        for commit in read.scan.commits where commit.sequence > state.token.sequence {
+        for commit in scan.commits where commit.sequence > state.token.sequence {
             state.apply(commit.records, sequence: commit.sequence)
             guard notify else { continue }
             let foreign = commit.records.filter { $0.writer != context.writerID }
