@@ -5,5 +5,6 @@ enum WorkerCommands {
     static let all: [String: Command] = [
         "echo": { arguments in print(arguments.joined(separator: " ")) },
         "watcher-fds": WatcherFDsCommand.run,
+        "write": { try await WriteCommand.run($0) },
     ]
 }
