@@ -25,7 +25,7 @@ struct TodoConsole {
         switch invocation.command {
         case .help: break
         case .list:
-            printList(mirror.dataModel)
+            printList(mirror.dataModel.array)
         case .add:
             let todo = Todo(title: invocation.arguments[0])
             mirror.dataModel.append(todo)
@@ -33,21 +33,21 @@ struct TodoConsole {
             if invocation.json {
                 printJSON(todo.jsonObject)
             } else {
-                let number = sorted(mirror.dataModel).firstIndex { $0.id == todo.id }.map { $0 + 1 } ?? 0
+                let number = sorted(mirror.dataModel.array).firstIndex { $0.id == todo.id }.map { $0 + 1 } ?? 0
                 print("added \(number). \(todo.title)  (\(todo.recordID))")
             }
         case .done, .undone:
-            let index = try resolve(invocation.arguments[0], in: mirror.dataModel)
+            let index = try resolve(invocation.arguments[0], in: mirror.dataModel.array)
             mirror.dataModel[index].done = invocation.command == .done
             try await mirror.flush()
             report(mirror.dataModel[index], verb: invocation.command == .done ? "done" : "not done")
         case .edit:
-            let index = try resolve(invocation.arguments[0], in: mirror.dataModel)
+            let index = try resolve(invocation.arguments[0], in: mirror.dataModel.array)
             mirror.dataModel[index].title = invocation.arguments[1]
             try await mirror.flush()
             report(mirror.dataModel[index], verb: "edited")
         case .remove:
-            let index = try resolve(invocation.arguments[0], in: mirror.dataModel)
+            let index = try resolve(invocation.arguments[0], in: mirror.dataModel.array)
             let removed = mirror.dataModel.remove(at: index)
             try await mirror.flush()
             report(removed, verb: "removed")
@@ -76,7 +76,7 @@ struct TodoConsole {
         let ordered = sorted(todos)
         var id: String?
         if let number = Int(reference) {
-            guard (1...ordered.count).contains(number) else {
+            guard number >= 1, number <= ordered.count else {
                 throw ConsoleError("no item number \(number) (the list has \(ordered.count) item\(ordered.count == 1 ? "" : "s"))")
             }
             id = ordered[number - 1].recordID
@@ -171,8 +171,8 @@ final class ChangePrinter: Sendable {
             lines.append(line("removed", old))
         }
         guard !lines.isEmpty else { return }
-        print(lines.joined(separator: "\n"))
-        fflush(stdout)
+        // Written straight to the file descriptor, so a pipe reader sees each change at once.
+        FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
     }
 
     private func line(_ change: String, _ todo: Todo) -> String {

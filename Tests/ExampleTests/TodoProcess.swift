@@ -59,7 +59,7 @@ enum Todo {
 final class RunningTodo: Sendable {
     private let process: Process
     private let lines: AsyncStream<String>
-    private let errorText = Mutex("")
+    private let errorText: TextBuffer
     private let errorChanged: AsyncStream<Void>
 
     init(_ arguments: [String]) throws {
@@ -93,7 +93,8 @@ final class RunningTodo: Sendable {
             }
             for line in complete { lineSink.yield(line) }
         }
-        let errorText = self.errorText
+        let errorText = TextBuffer()
+        self.errorText = errorText
         err.fileHandleForReading.readabilityHandler = { handle in
             let chunk = handle.availableData
             if chunk.isEmpty {
@@ -101,7 +102,7 @@ final class RunningTodo: Sendable {
                 errorSink.finish()
                 return
             }
-            errorText.withLock { $0 += String(decoding: chunk, as: UTF8.self) }
+            errorText.append(String(decoding: chunk, as: UTF8.self))
             errorSink.yield()
         }
         try process.run()
@@ -110,17 +111,17 @@ final class RunningTodo: Sendable {
     /// Waits until the process wrote `text` to standard error.
     func waitForStandardError(containing text: String, timeout: Duration) async throws {
         try await withTimeout(timeout, "standard error never contained \(text.debugDescription)") {
-            if self.errorText.withLock({ $0.contains(text) }) { return }
-            for await _ in self.errorChanged where self.errorText.withLock({ $0.contains(text) }) { return }
-            throw TodoTestError("the process ended; standard error: \(self.errorText.withLock { $0 })")
+            if self.errorText.text.contains(text) { return }
+            for await _ in self.errorChanged where self.errorText.text.contains(text) { return }
+            throw TodoTestError("the process ended; standard error: \(self.errorText.text)")
         }
     }
 
     /// The next line of standard output.
     func nextLine(timeout: Duration) async throws -> String {
-        try await withTimeout(timeout, "no line on standard output; standard error: \(errorText.withLock { $0 })") {
+        try await withTimeout(timeout, "no line on standard output; standard error: \(errorText.text)") {
             for await line in self.lines { return line }
-            throw TodoTestError("the process ended; standard error: \(self.errorText.withLock { $0 })")
+            throw TodoTestError("the process ended; standard error: \(self.errorText.text)")
         }
     }
 
@@ -162,4 +163,11 @@ struct TemporaryFolder {
     }
     var path: String { url.path }
     func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// Text collected from another thread.
+final class TextBuffer: Sendable {
+    private let storage = Mutex("")
+    var text: String { storage.withLock { $0 } }
+    func append(_ more: String) { storage.withLock { $0 += more } }
 }
