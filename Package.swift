@@ -12,6 +12,12 @@ let package = Package(
     targets: [
         .target(name: "MagicMirror"),
         .target(name: "MirrorTesting", dependencies: ["MagicMirror"]),
+        // The example: a shared to-do list that several processes edit live.
+        .executableTarget(
+            name: "mirror-todo",
+            dependencies: ["MagicMirror"],
+            path: "Examples/TodoConsole"
+        ),
         // A small executable the multi-process and crash tests start as real processes.
         .executableTarget(
             name: "mirror-worker",
@@ -21,6 +27,10 @@ let package = Package(
         .testTarget(
             name: "MagicMirrorTests",
             dependencies: ["MagicMirror", "MirrorTesting", "mirror-worker"]
+        ),
+        .testTarget(
+            name: "ExampleTests",
+            dependencies: ["mirror-todo"]
         ),
         .testTarget(
             name: "MirrorTestingTests",

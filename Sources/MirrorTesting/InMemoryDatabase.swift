@@ -16,11 +16,34 @@ import Synchronization
 /// Several `InMemoryDatabase` instances can share one store, as several processes share one
 /// JSON-file database: ``writer(named:)`` returns another instance (with its own
 /// ``writerID``) over the same records, whose commits reach this instance's subscriptions.
+///
+/// Beyond the protocol it offers what tests need:
+///
+/// - **Fault injection** (per instance): ``failNextCommits(_:with:in:)``,
+///   ``failNextReads(_:with:in:)``, ``availability``, ``commitLatency`` and
+///   ``readLatency``.
+/// - **Simulated other writers**: ``simulateSave(_:scope:user:by:)``,
+///   ``simulateDelete(_:scope:user:by:)`` and their raw variants, which change the records
+///   as another process would and notify every subscription.
+/// - **Inspection**: ``records(_:scope:user:)``, ``storedRecords(in:includingDeleted:)``,
+///   ``storedRecord(_:in:)``, ``commitLog`` and ``commitLogUpdates``.
+///
+/// > Important: Every method may be called from any thread or task, concurrently. Faults
+/// > belong to one instance: those set on this instance do not affect the instances made
+/// > with ``writer(named:)`` nor the simulated writers, just as a failing connection in one
+/// > process does not stop the others.
 public final class InMemoryDatabase: RecordDatabase, Sendable {
+    /// The database's identifier, shared by every instance made with ``writer(named:)``.
     public let identifier: String
+    /// The id this instance's commits carry: `memory-` and eight hex digits, or the name
+    /// given to ``writer(named:)``.
     public let writerID: String
 
+    /// The records, history, commit log and subscriptions, shared with every instance made
+    /// by ``writer(named:)``.
     let store: Store
+    /// This instance's injected faults.
+    let faults = Mutex(FaultState())
 
     /// Creates an empty database.
     ///
@@ -41,60 +64,82 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// would be: its commits carry its own writer id and are delivered to every
     /// subscription of every instance sharing the store.
     ///
+    /// The new instance starts without faults; this instance's faults do not apply to it.
+    ///
     /// - Parameter name: The new instance's ``writerID``.
     public func writer(named name: String) -> InMemoryDatabase {
         InMemoryDatabase(identifier: identifier, writerID: name, store: store)
     }
 
+    /// Commits a batch of operations on one zone, atomically (see ``RecordDatabase``).
+    ///
+    /// Before the operations are checked, the injected faults apply in this order: the
+    /// ``commitLatency`` elapses, then the commit fails when ``availability`` is not
+    /// ``Availability/available``, then when a failure from ``failNextCommits(_:with:in:)``
+    /// is due. Every call is logged in ``commitLog``.
+    ///
+    /// - Throws: A ``MirrorError``: an injected one, ``MirrorError/Kind/cancelled`` when the
+    ///   task is cancelled during the latency, or an invalid name or record. Nothing is
+    ///   stored then.
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
-        try ZoneState.validate(operations, zone: zone)
-        let clock = HybridLogicalClock.shared
-        let result: (CommitOutcome, [RemoteNotification]) = store.zones.withLock { zones in
-            var state = zones[zone] ?? ZoneState()
-            switch state.prepare(operations, writer: writerID) {
-            case .failure(let conflict):
-                return (conflict.outcome, [])
-            case .success(let prepared):
-                let changed = prepared.compactMap { $0 }
-                if !changed.isEmpty {
-                    state.apply(changed, sequence: state.token.sequence + 1)
-                    zones[zone] = state
-                }
-                for operation in operations { clock.observe(operation.timestamp) }
-                let outcome = state.outcome(for: prepared, of: operations)
-                let notifications = state.notifications(
-                    for: changed, databaseIdentifier: identifier, zone: zone, writer: writerID)
-                return (outcome, notifications)
-            }
+        do {
+            try await injectLatency(of: .commit, zone: zone)
+            try injectFailure(of: .commit, zone: zone, recordIDs: operations.map(\.recordID))
+            try ZoneState.validate(operations, zone: zone)
+        } catch {
+            store.logFailure(error, zone: zone, writer: writerID, operations: operations, simulated: false)
+            throw error
         }
-        store.subscribers.deliver(result.1)
-        return result.0
+        return try store.perform(
+            operations, to: zone, writer: writerID, databaseIdentifier: identifier, simulated: false
+        ).outcome
     }
 
+    /// Every live record of a zone (see ``RecordDatabase``).
+    ///
+    /// - Throws: An injected ``MirrorError`` (after the ``readLatency``), or
+    ///   ``MirrorError/Kind/invalidName`` for an invalid zone.
     public func fetchAll(in zone: ZoneID) async throws -> ChangeSet {
-        try zone.validate()
-        return store.zones.withLock { zones in
-            let state = zones[zone] ?? ZoneState()
+        try await prepareRead(of: zone)
+        return store.contents.withLock { contents in
+            let state = contents.zones[zone] ?? ZoneState()
             return ChangeSet(records: state.liveRecords, token: state.token, isComplete: true)
         }
     }
 
+    /// The live records with the given ids (see ``RecordDatabase``).
+    ///
+    /// - Throws: An injected ``MirrorError`` (after the ``readLatency``), or
+    ///   ``MirrorError/Kind/invalidName`` for an invalid zone.
     public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
-        try zone.validate()
-        return store.zones.withLock { ($0[zone] ?? ZoneState()).fetch(recordIDs) }
+        try await prepareRead(of: zone, recordIDs: recordIDs)
+        return store.contents.withLock { ($0.zones[zone] ?? ZoneState()).fetch(recordIDs) }
     }
 
+    /// The changes of a zone after `token` (see ``RecordDatabase``).
+    ///
+    /// - Throws: An injected ``MirrorError`` (after the ``readLatency``), or
+    ///   ``MirrorError/Kind/invalidName`` for an invalid zone.
     public func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
-        try zone.validate()
-        return store.zones.withLock { ($0[zone] ?? ZoneState()).changes(since: token) }
+        try await prepareRead(of: zone)
+        return store.contents.withLock { ($0.zones[zone] ?? ZoneState()).changes(since: token) }
     }
 
+    /// The zone's current token (see ``RecordDatabase``).
+    ///
+    /// - Throws: An injected ``MirrorError`` (after the ``readLatency``), or
+    ///   ``MirrorError/Kind/invalidName`` for an invalid zone.
     public func currentToken(in zone: ZoneID) async throws -> ChangeToken {
-        try zone.validate()
-        return store.zones.withLock { ($0[zone] ?? ZoneState()).token }
+        try await prepareRead(of: zone)
+        return store.contents.withLock { ($0.zones[zone] ?? ZoneState()).token }
     }
 
+    /// Calls `handler` for every commit to `zone` (see ``RecordDatabase``).
+    ///
+    /// Injected faults do not affect subscribing nor the delivery of notifications.
+    ///
+    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid zone.
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
     ) throws -> DatabaseSubscription {
@@ -106,16 +151,120 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// JSON-file database's compaction does. Readers holding an older token then get the
     /// complete zone from ``changes(in:since:)``.
     public func compact(_ zone: ZoneID) {
-        store.zones.withLock { zones in
-            guard var state = zones[zone] else { return }
+        store.contents.withLock { contents in
+            guard var state = contents.zones[zone] else { return }
             state.compact(toGeneration: state.token.generation + 1)
-            zones[zone] = state
+            contents.zones[zone] = state
         }
+    }
+
+    /// The latency and injected failures of a read, then the zone's validation.
+    private func prepareRead(of zone: ZoneID, recordIDs: [String] = []) async throws(MirrorError) {
+        try await injectLatency(of: .read, zone: zone)
+        try injectFailure(of: .read, zone: zone, recordIDs: recordIDs)
+        try zone.validate()
     }
 
     /// The records shared by every instance made with ``writer(named:)``.
     final class Store: Sendable {
-        let zones = Mutex<[ZoneID: ZoneState]>([:])
+        struct Contents: Sendable {
+            var zones: [ZoneID: ZoneState] = [:]
+            var log: [CommitLogEntry] = []
+            /// Grows with every change of `log`, so readers of ``CommitLogUpdates`` know
+            /// whether they saw the latest log.
+            var logVersion = 0
+            /// Readers of ``CommitLogUpdates`` suspended until the log changes; each is
+            /// resumed with the log and its version.
+            var logWaiters: [Int: CheckedContinuation<(log: [CommitLogEntry], version: Int)?, Never>] = [:]
+            var nextLogWaiter = 0
+
+            /// Appends to the log and wakes its readers.
+            mutating func log(
+                _ result: CommitLogEntry.Result, zone: ZoneID, writer: String,
+                operations: [RecordOperation], simulated: Bool
+            ) {
+                log.append(CommitLogEntry(
+                    index: log.count, zone: zone, writer: writer, operations: operations,
+                    result: result, time: Date(), isSimulated: simulated))
+                logChanged()
+            }
+
+            /// Wakes the readers of the log after a change.
+            mutating func logChanged() {
+                logVersion += 1
+                let waiters = logWaiters
+                logWaiters.removeAll()
+                for waiter in waiters.values { waiter.resume(returning: (log, logVersion)) }
+            }
+        }
+
+        let contents = Mutex(Contents())
         let subscribers = SubscriberList()
+
+        /// Applies a commit that passed validation and the injected faults, logs it and
+        /// delivers its notifications before returning.
+        ///
+        /// - Parameters:
+        ///   - rebase: Base every operation on the stored version first, as a simulated
+        ///     writer that just read the record would (under the same lock, so it never
+        ///     conflicts).
+        ///   - check: Runs under the lock before anything is stored; an error it throws is
+        ///     logged and thrown, and nothing is stored.
+        func perform(
+            _ operations: [RecordOperation], to zone: ZoneID, writer: String,
+            databaseIdentifier: String, simulated: Bool, rebase: Bool = false,
+            check: (ZoneState) throws(MirrorError) -> Void = { _ in }
+        ) throws(MirrorError) -> (outcome: CommitOutcome, operations: [RecordOperation]) {
+            let clock = HybridLogicalClock.shared
+            let (outcome, applied, notifications) = try contents.withLock {
+                contents throws(MirrorError) in
+                var operations = operations
+                var state = contents.zones[zone] ?? ZoneState()
+                do throws(MirrorError) {
+                    try check(state)
+                } catch {
+                    contents.log(.failed(error), zone: zone, writer: writer, operations: operations, simulated: simulated)
+                    throw error
+                }
+                if rebase {
+                    for index in operations.indices {
+                        operations[index].baseVersion = state.records[operations[index].recordID]?.version ?? 0
+                    }
+                }
+                switch state.prepare(operations, writer: writer) {
+                case .failure(let conflict):
+                    contents.log(
+                        .completed(conflict.outcome), zone: zone, writer: writer,
+                        operations: operations, simulated: simulated)
+                    return (conflict.outcome, operations, [RemoteNotification]())
+                case .success(let prepared):
+                    let changed = prepared.compactMap { $0 }
+                    if !changed.isEmpty {
+                        state.apply(changed, sequence: state.token.sequence + 1)
+                        contents.zones[zone] = state
+                    }
+                    for operation in operations { clock.observe(operation.timestamp) }
+                    let outcome = state.outcome(for: prepared, of: operations)
+                    contents.log(
+                        .completed(outcome), zone: zone, writer: writer, operations: operations,
+                        simulated: simulated)
+                    let notifications = state.notifications(
+                        for: changed, databaseIdentifier: databaseIdentifier, zone: zone, writer: writer)
+                    return (outcome, operations, notifications)
+                }
+            }
+            subscribers.deliver(notifications)
+            return (outcome, applied)
+        }
+
+        /// Logs a commit that threw before reaching the records.
+        func logFailure(
+            _ error: MirrorError, zone: ZoneID, writer: String, operations: [RecordOperation],
+            simulated: Bool
+        ) {
+            contents.withLock {
+                $0.log(.failed(error), zone: zone, writer: writer, operations: operations, simulated: simulated)
+            }
+        }
     }
 }

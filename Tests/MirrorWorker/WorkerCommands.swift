@@ -4,5 +4,7 @@ enum WorkerCommands {
 
     static let all: [String: Command] = [
         "echo": { arguments in print(arguments.joined(separator: " ")) },
+        "watcher-fds": WatcherFDsCommand.run,
+        "write": { try await WriteCommand.run($0) },
     ]
 }

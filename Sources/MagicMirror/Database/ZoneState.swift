@@ -204,15 +204,11 @@ package struct CommitConflict: Error, Sendable {
 
 /// Cheap checks of the shape of JSON bytes.
 package enum JSONShape {
-    /// Whether `data` is one JSON object (leading and trailing white space allowed).
+    /// Whether `data` is one JSON object (leading and trailing white space allowed), in
+    /// strict JSON: a value like `{"a":1} {"b":2}` or `{"a":` is refused.
     ///
-    /// Checks the outer braces cheaply and parses only when the fast check passes, so that
-    /// a value like `{"a":1} {"b":2}` or `{"a":` is refused.
+    /// One pass of ``JSONScanner``, which validates without building anything.
     package static func isObject(_ data: Data) -> Bool {
-        let whitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
-        guard let first = data.first(where: { !whitespace.contains($0) }), first == UInt8(ascii: "{"),
-              let last = data.last(where: { !whitespace.contains($0) }), last == UInt8(ascii: "}")
-        else { return false }
-        return (try? JSONSerialization.jsonObject(with: data)) is [String: Any]
+        JSONScanner.isSingleObject(data)
     }
 }

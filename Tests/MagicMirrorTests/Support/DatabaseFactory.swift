@@ -31,8 +31,18 @@ struct DatabaseFactory: Sendable, CustomTestStringConvertible {
             cleanup: {})
     }
 
+    static let jsonFile = DatabaseFactory(name: "JSONFileDatabase") {
+        let directory = try TemporaryDirectory("conformance")
+        let database = try JSONFileDatabase(directory: directory.url)
+        return Opened(
+            database: database,
+            otherWriter: { try JSONFileDatabase(isolatedDirectory: directory.url) },
+            compact: { try await database.compact($0) },
+            cleanup: { directory.remove() })
+    }
+
     /// Every implementation the conformance suite checks.
-    static let all: [DatabaseFactory] = [.inMemory]
+    static let all: [DatabaseFactory] = [.inMemory, .jsonFile]
 }
 
 /// A temporary directory removed by `remove()`.

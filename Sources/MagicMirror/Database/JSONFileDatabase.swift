@@ -1,0 +1,249 @@
+import Foundation
+import Synchronization
+
+/// The embedded default ``RecordDatabase``: a directory of JSON files that any number of
+/// mirrors and processes share, readable with `cat` and `jq`.
+///
+/// Each zone (one record type in one scope) is a directory holding a snapshot of its
+/// records and an append-only journal with one committed change per line. Writers take a
+/// short `flock` on the zone's lock file, catch up with what other writers appended, and
+/// append; readers take no lock. When the journal outgrows the snapshot, the zone is
+/// compacted into a new snapshot and a new generation's journal. The format is described
+/// in <doc:JSONFileFormat>.
+///
+/// ```swift
+/// let database = try JSONFileDatabase(directory: JSONFileDatabase.defaultDirectory)
+/// try await database.commit(
+///     [.save("a1", fields: Data(#"{"title":"Milk"}"#.utf8), baseVersion: 0,
+///            timestamp: .init(millis: 1_763_703_120_123))],
+///     to: .public("Todo"))
+/// ```
+///
+/// Every `JSONFileDatabase` opened on the same directory in one process shares one engine:
+/// one ``writerID``, one in-memory copy of each zone, one set of subscriptions. Opening it
+/// twice is cheap and safe.
+///
+/// > Important: A commit returns once its change is appended and, with
+/// > ``Durability/durable`` (the default), flushed to stable storage with `fsync`; it then
+/// > survives the process being killed and the machine losing power. Commits waiting at
+/// > the same time share one append and one `fsync` (group commit). A commit that fails
+/// > stores nothing, and the journal stays appendable.
+///
+/// Bad data never stops a database from opening: a torn last line (a writer killed while
+/// appending) is cut off, and a line that does not decode is skipped; in both cases its
+/// bytes are copied to a quarantine file in the zone's directory and reported once, in
+/// ``problems`` and as a `.mirrorError` notification (kind ``MirrorError/Kind/corruptEntry``).
+///
+/// Record types and user names become directory names and are checked with the name rules
+/// (see ``ZoneID/validate()``). The database never writes outside its directory: it does
+/// not follow symbolic links below it, and reports a zone reached through one as an error.
+/// Private zones live under `private/<user>/`, whose directories are created with mode
+/// 0700 and files with mode 0600.
+public final class JSONFileDatabase: RecordDatabase {
+    /// How a database behaves; every option has a default.
+    public struct Options: Sendable {
+        /// Whether commits wait for `fsync`. Default: ``Durability/durable``.
+        public var durability: Durability
+        /// Compact a zone when its journal is larger than both its snapshot and this many
+        /// bytes. Default: 1 MiB. `Int.max` turns automatic compaction off (``compact(_:)``
+        /// still works).
+        public var compactionThreshold: Int
+        /// How often zones with subscribers are checked for other processes' commits when no
+        /// file-system events are available. Default: 100 ms. Each check is two `stat` calls.
+        public var pollInterval: Duration
+
+        /// Creates options.
+        ///
+        /// - Parameters:
+        ///   - durability: Whether commits wait for `fsync`.
+        ///   - compactionThreshold: The journal size, in bytes, above which a zone whose
+        ///     journal also outgrew its snapshot is compacted.
+        ///   - pollInterval: How often zones with subscribers look for other writers' commits.
+        public init(
+            durability: Durability = .durable,
+            compactionThreshold: Int = 1 << 20,
+            pollInterval: Duration = .milliseconds(100)
+        ) {
+            self.durability = durability
+            self.compactionThreshold = compactionThreshold
+            self.pollInterval = pollInterval
+        }
+    }
+
+    /// How far a commit goes before it returns.
+    public enum Durability: Sendable, Hashable {
+        /// The change is flushed to stable storage (`fsync`): it survives a power loss.
+        case durable
+        /// The change is written to the operating system, not flushed: it survives the
+        /// process being killed, but may be lost if the machine loses power. Much faster.
+        case relaxed
+    }
+
+    let engine: JSONFileEngine
+
+    /// The options this instance was opened with.
+    ///
+    /// ``Options/durability`` and ``Options/compactionThreshold`` apply to the commits made
+    /// through this instance. ``Options/pollInterval`` belongs to the engine shared by every
+    /// instance on the directory in this process; the first one opened sets it.
+    public let options: Options
+
+    /// Opens (creating if needed) the database in `directory`.
+    ///
+    /// - Parameters:
+    ///   - directory: The database's directory; created with its parents if it does not
+    ///     exist. It may itself be a symbolic link.
+    ///   - options: How the database behaves.
+    /// - Throws: A ``MirrorError``: ``MirrorError/Kind/unsupportedFormat`` when the
+    ///   directory holds a database in a format this version does not know (nothing is
+    ///   changed then), or an I/O kind when it cannot be created or read.
+    public init(directory: URL, options: Options = Options()) throws {
+        self.engine = try JSONFileEngine.shared(directory: directory, options: options)
+        self.options = options
+    }
+
+    /// Opens the database with its own engine, writer id and file system, as another
+    /// process would: for tests of multi-writer behaviour and of injected failures.
+    package init(isolatedDirectory directory: URL, options: Options = Options(), fileSystem: FileSystem = FileSystem()) throws {
+        let path = try JSONFileEngine.canonicalPath(of: directory)
+        self.engine = try JSONFileEngine(path: path, options: options, fileSystem: fileSystem)
+        self.options = options
+    }
+
+    /// The directory this process uses when none is given.
+    ///
+    /// `$MAGICMIRROR_DIRECTORY` when set; otherwise, on Linux, `$XDG_DATA_HOME/magicmirror`
+    /// or `~/.local/share/magicmirror`, and on macOS
+    /// `~/Library/Application Support/MagicMirror`.
+    public static var defaultDirectory: URL {
+        let environment = ProcessInfo.processInfo.environment
+        if let path = environment["MAGICMIRROR_DIRECTORY"], !path.isEmpty {
+            return URL(fileURLWithPath: path, isDirectory: true)
+        }
+        let home = FileManager.default.homeDirectoryForCurrentUser
+        #if os(macOS) || os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
+        return home.appendingPathComponent("Library/Application Support/MagicMirror", isDirectory: true)
+        #else
+        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
+            return URL(fileURLWithPath: data, isDirectory: true).appendingPathComponent("magicmirror", isDirectory: true)
+        }
+        return home.appendingPathComponent(".local/share/magicmirror", isDirectory: true)
+        #endif
+    }
+
+    /// The database's directory, with symbolic links resolved.
+    public var directory: URL { engine.root }
+
+    /// The database's identifier, read from `database.json` (created with the database).
+    public var identifier: String { engine.context.identifier }
+
+    /// The id this process's commits to this directory carry, shared by every instance
+    /// opened on it in this process.
+    public var writerID: String { engine.context.writerID }
+
+    /// Every problem found in the files so far, oldest first: corrupt or torn entries that
+    /// were quarantined (kind ``MirrorError/Kind/corruptEntry``, with the file and, when it
+    /// can be seen, the record id), and background work that failed (automatic compaction).
+    ///
+    /// Each problem is also posted once as a notification named `.mirrorError` whose
+    /// `object` is the ``MirrorError``.
+    public var problems: [MirrorError] { engine.context.problems.all }
+
+    /// The file-system seam this instance writes through (tests inject failures with it).
+    package var fileSystem: FileSystem { engine.context.fileSystem }
+
+    /// The directory of a zone on disk (it exists once the zone was used).
+    package func directory(of zone: ZoneID) -> URL {
+        var url = directory
+        for component in JSONFileZone.components(of: zone) {
+            url.appendPathComponent(component, isDirectory: true)
+        }
+        return url
+    }
+
+    /// Reads what other writers committed to `zone` since the last look and notifies its
+    /// subscribers of their changes. Any trigger may call it (poll timer, file-system
+    /// events), from any thread, any number of times; it is cheap when nothing changed.
+    package func catchUp(_ zone: ZoneID) {
+        engine.catchUp(zone)
+    }
+
+    /// Calls `handler` with a zone and its number of waiting commits each time a commit
+    /// starts waiting for the zone's flusher (tests of group commit); `nil` stops.
+    package func observeCommitQueue(_ handler: (@Sendable (ZoneID, Int) -> Void)?) {
+        engine.context.queueObserver.withLock { $0 = handler }
+    }
+
+    /// Returns once no automatic compaction of `zone` is scheduled or running (tests).
+    package func waitForBackgroundWork(in zone: ZoneID) async throws {
+        try await engine.zone(zone).waitForBackgroundWork()
+    }
+
+    // MARK: RecordDatabase
+
+    @discardableResult
+    public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        try ZoneState.validate(operations, zone: zone)
+        let handle = try engine.zone(zone)
+        if operations.isEmpty {
+            return CommitOutcome(results: [], token: try handle.read { $0.token })
+        }
+        let outcome = try await handle.commit(
+            operations, durable: options.durability == .durable,
+            compactionThreshold: options.compactionThreshold)
+        for operation in operations { HybridLogicalClock.shared.observe(operation.timestamp) }
+        return outcome
+    }
+
+    public func fetchAll(in zone: ZoneID) async throws -> ChangeSet {
+        try engine.zone(zone).read { state in
+            ChangeSet(records: state.liveRecords, token: state.token, isComplete: true)
+        }
+    }
+
+    public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
+        try engine.zone(zone).read { $0.fetch(recordIDs) }
+    }
+
+    public func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
+        try engine.zone(zone).read { $0.changes(since: token) }
+    }
+
+    public func currentToken(in zone: ZoneID) async throws -> ChangeToken {
+        try engine.zone(zone).read { $0.token }
+    }
+
+    public func subscribe(
+        to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
+    ) throws -> DatabaseSubscription {
+        // Loading first makes the current files the baseline: later commits by other
+        // writers are noticed relative to it.
+        let handle = try engine.zone(zone)
+        handle.catchUp()
+        return engine.context.subscribers.add(zone, handler: handler)
+    }
+
+    /// Compacts a zone now: writes a snapshot of its live records, starts the next
+    /// generation's journal and drops the deleted records' tombstones.
+    ///
+    /// Zones are also compacted automatically when their journal outgrows both their
+    /// snapshot and ``Options/compactionThreshold``. Readers holding a token of the older
+    /// generation get the complete zone (``ChangeSet/isComplete``) from
+    /// ``changes(in:since:)``.
+    ///
+    /// - Throws: A ``MirrorError`` when the new files cannot be written; the zone is then
+    ///   unchanged.
+    public func compact(_ zone: ZoneID) async throws {
+        let handle = try engine.zone(zone)
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            DispatchQueue.global().async {
+                do throws(MirrorError) {
+                    try handle.compact(ifLargerThan: nil)
+                    continuation.resume()
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+}

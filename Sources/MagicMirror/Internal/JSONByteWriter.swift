@@ -1,0 +1,108 @@
+import Foundation
+
+/// Appends JSON text to a growable byte buffer without going through Foundation: literal
+/// fragments, integers, escaped strings and raw JSON bytes.
+///
+/// The JSON-file database builds every journal line and snapshot record with it, so that
+/// encoding a change costs a few copies and no per-field allocation.
+package struct JSONByteWriter {
+    /// The bytes written so far.
+    package var bytes: [UInt8] = []
+
+    /// Creates an empty writer with room for `capacity` bytes.
+    package init(capacity: Int = 0) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// The number of bytes written.
+    package var count: Int { bytes.count }
+
+    /// Removes everything written, keeping the capacity.
+    package mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+
+    /// Appends a literal fragment, which must already be valid JSON text.
+    package mutating func append(_ literal: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    /// Appends one byte.
+    package mutating func append(byte: UInt8) { bytes.append(byte) }
+
+    /// Appends raw bytes, which must already be valid JSON text.
+    package mutating func append(raw data: Data) {
+        data.withUnsafeBytes { raw in
+            bytes.append(contentsOf: raw.bindMemory(to: UInt8.self))
+        }
+    }
+
+    /// Appends an integer in decimal.
+    package mutating func append(_ value: Int) {
+        if value < 0 {
+            bytes.append(UInt8(ascii: "-"))
+            append(unsigned: value.magnitude)
+        } else {
+            append(unsigned: UInt(value))
+        }
+    }
+
+    /// Appends an unsigned integer in decimal.
+    package mutating func append(unsigned value: UInt) {
+        if value < 10 {
+            bytes.append(UInt8(ascii: "0") + UInt8(value))
+            return
+        }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: enough for 20 digits
+        var remaining = value
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            while remaining > 0 {
+                count += 1
+                buffer[24 - count] = UInt8(ascii: "0") + UInt8(remaining % 10)
+                remaining /= 10
+            }
+            bytes.append(contentsOf: buffer[(24 - count)...])
+        }
+    }
+
+    /// Appends a clock reading as the JSON string `"<millis>-<counter>"`.
+    package mutating func append(_ clock: HLCTimestamp) {
+        bytes.append(UInt8(ascii: "\""))
+        append(Int(clock.millis))
+        bytes.append(UInt8(ascii: "-"))
+        append(unsigned: UInt(clock.counter))
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `string` as a quoted, escaped JSON string.
+    package mutating func append(string: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var string = string
+        string.withUTF8 { utf8 in
+            var runStart = 0
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                if runStart < index {
+                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                }
+                runStart = index + 1
+                bytes.append(UInt8(ascii: "\\"))
+                switch byte {
+                case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))
+                case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"))
+                case 0x0A: bytes.append(UInt8(ascii: "n"))
+                case 0x0D: bytes.append(UInt8(ascii: "r"))
+                case 0x09: bytes.append(UInt8(ascii: "t"))
+                default:
+                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                    bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                              hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                }
+            }
+            if runStart < utf8.count {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

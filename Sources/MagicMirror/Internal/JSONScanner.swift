@@ -1,0 +1,403 @@
+import Foundation
+
+/// A strict JSON scanner over UTF-8 bytes: validates values without building them, and
+/// reads the few scalar values the JSON-file database needs (strings, integers, booleans).
+///
+/// It is what keeps opening a large database fast: a journal line or snapshot record is
+/// read with one pass over its bytes, extracting the envelope values and the raw bytes of
+/// the `fields` object, instead of building a Foundation object graph per line.
+///
+/// Strictness follows RFC 8259: no trailing commas, no comments, no single quotes, no
+/// leading zeros or `+` signs, strings free of raw control characters, escapes limited to
+/// the standard ones with `\u` surrogates in pairs, and well-formed UTF-8 (no overlong
+/// forms, no encoded surrogates, nothing above U+10FFFF).
+///
+/// > Important: The scanner reads through an unsafe pointer; create it only inside a
+/// > `withUnsafeBytes` (or similar) closure and do not let it escape.
+package struct JSONScanner {
+    private let base: UnsafePointer<UInt8>
+    /// One past the last readable byte.
+    package let end: Int
+    /// The index of the next byte to read.
+    package var position: Int
+
+    /// The deepest nesting of objects and arrays accepted.
+    package static let maximumDepth = 10_000
+
+    /// Creates a scanner over `count` bytes at `base`, starting at `position`.
+    package init(base: UnsafePointer<UInt8>, count: Int, position: Int = 0) {
+        self.base = base
+        self.end = count
+        self.position = position
+    }
+
+    // MARK: Whole values
+
+    /// Whether `data` holds exactly one JSON object, with optional white space around it.
+    package static func isSingleObject(_ data: Data) -> Bool {
+        data.withUnsafeBytes { raw -> Bool in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
+            var scanner = JSONScanner(base: base, count: raw.count)
+            scanner.skipWhitespace()
+            guard scanner.peek == UInt8(ascii: "{"), scanner.skipValue() else { return false }
+            scanner.skipWhitespace()
+            return scanner.isAtEnd
+        }
+    }
+
+    /// Whether every byte was read.
+    package var isAtEnd: Bool { position >= end }
+
+    /// The next byte, or `nil` at the end.
+    package var peek: UInt8? { position < end ? base[position] : nil }
+
+    /// The byte at `index`, which must be in range.
+    package subscript(index: Int) -> UInt8 { base[index] }
+
+    /// A pointer to the byte at `index`.
+    package func pointer(at index: Int) -> UnsafePointer<UInt8> { base + index }
+
+    /// Skips spaces, tabs, line feeds and carriage returns.
+    package mutating func skipWhitespace() {
+        while position < end {
+            switch base[position] {
+            case 0x20, 0x09, 0x0A, 0x0D: position += 1
+            default: return
+            }
+        }
+    }
+
+    /// Reads `byte` (after white space) and returns whether it was there.
+    package mutating func consume(_ byte: UInt8) -> Bool {
+        skipWhitespace()
+        guard position < end, base[position] == byte else { return false }
+        position += 1
+        return true
+    }
+
+    /// Skips one complete, valid JSON value (after white space).
+    ///
+    /// - Returns: `false` when the bytes are not a valid value; the position is then
+    ///   unspecified.
+    package mutating func skipValue() -> Bool {
+        // Each nesting level is one bit: 1 for an object, 0 for an array. The first 64
+        // levels live in `inline`; deeper ones spill into `overflow`.
+        var depth = 0
+        var inline: UInt64 = 0
+        var overflow: [UInt64] = []
+
+        func isObject(_ level: Int) -> Bool {
+            if level < 64 { return inline & (1 << UInt64(level)) != 0 }
+            return overflow[(level - 64) >> 6] & (1 << UInt64((level - 64) & 63)) != 0
+        }
+
+        while true {
+            // Expect a value.
+            skipWhitespace()
+            guard position < end else { return false }
+            var opened = false
+            switch base[position] {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let object = base[position] == UInt8(ascii: "{")
+                position += 1
+                skipWhitespace()
+                guard position < end else { return false }
+                let closer = object ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                if base[position] == closer {
+                    position += 1
+                } else {
+                    guard depth < Self.maximumDepth else { return false }
+                    if depth < 64 {
+                        if object { inline |= 1 << UInt64(depth) } else { inline &= ~(1 << UInt64(depth)) }
+                    } else {
+                        let index = (depth - 64) >> 6
+                        let bit = UInt64(1) << UInt64((depth - 64) & 63)
+                        if index == overflow.count { overflow.append(0) }
+                        if object { overflow[index] |= bit } else { overflow[index] &= ~bit }
+                    }
+                    depth += 1
+                    if object {
+                        guard skipString(), consume(UInt8(ascii: ":")) else { return false }
+                    }
+                    opened = true
+                }
+            case UInt8(ascii: "\""):
+                guard skipString() else { return false }
+            case UInt8(ascii: "t"):
+                guard skipLiteral("true") else { return false }
+            case UInt8(ascii: "f"):
+                guard skipLiteral("false") else { return false }
+            case UInt8(ascii: "n"):
+                guard skipLiteral("null") else { return false }
+            default:
+                guard skipNumber() else { return false }
+            }
+            if opened { continue }
+            // After a value: close containers or move to the next member.
+            while true {
+                if depth == 0 { return true }
+                skipWhitespace()
+                guard position < end else { return false }
+                let byte = base[position]
+                position += 1
+                let object = isObject(depth - 1)
+                if byte == UInt8(ascii: ",") {
+                    if object {
+                        skipWhitespace()
+                        guard skipString(), consume(UInt8(ascii: ":")) else { return false }
+                    }
+                    break
+                } else if byte == (object ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
+                    depth -= 1
+                } else {
+                    return false
+                }
+            }
+        }
+    }
+
+    private mutating func skipLiteral(_ literal: StaticString) -> Bool {
+        let count = literal.utf8CodeUnitCount
+        guard end - position >= count else { return false }
+        guard memcmp(base + position, literal.utf8Start, count) == 0 else { return false }
+        position += count
+        return true
+    }
+
+    /// Skips a number in strict JSON syntax.
+    private mutating func skipNumber() -> Bool {
+        if position < end, base[position] == UInt8(ascii: "-") { position += 1 }
+        guard position < end else { return false }
+        if base[position] == UInt8(ascii: "0") {
+            position += 1
+        } else if isDigit(base[position]) {
+            while position < end, isDigit(base[position]) { position += 1 }
+        } else {
+            return false
+        }
+        if position < end, base[position] == UInt8(ascii: ".") {
+            position += 1
+            guard position < end, isDigit(base[position]) else { return false }
+            while position < end, isDigit(base[position]) { position += 1 }
+        }
+        if position < end, base[position] | 0x20 == UInt8(ascii: "e") {
+            position += 1
+            if position < end, base[position] == UInt8(ascii: "+") || base[position] == UInt8(ascii: "-") {
+                position += 1
+            }
+            guard position < end, isDigit(base[position]) else { return false }
+            while position < end, isDigit(base[position]) { position += 1 }
+        }
+        return true
+    }
+
+    @inline(__always) private func isDigit(_ byte: UInt8) -> Bool {
+        byte &- UInt8(ascii: "0") < 10
+    }
+
+    // MARK: Strings
+
+    /// Skips a string starting at the current `"`, validating it.
+    package mutating func skipString() -> Bool {
+        scanString() != nil
+    }
+
+    /// Validates the string starting at the current `"` and moves past it.
+    ///
+    /// - Returns: The range of its content (between the quotes) and whether it contains
+    ///   escapes, or `nil` when it is not a valid string.
+    package mutating func scanString() -> (start: Int, end: Int, escaped: Bool)? {
+        guard position < end, base[position] == UInt8(ascii: "\"") else { return nil }
+        position += 1
+        let start = position
+        var escaped = false
+        while position < end {
+            let byte = base[position]
+            if byte == UInt8(ascii: "\"") {
+                let range = (start, position, escaped)
+                position += 1
+                return range
+            } else if byte == UInt8(ascii: "\\") {
+                escaped = true
+                guard skipEscape() else { return nil }
+            } else if byte < 0x20 {
+                return nil
+            } else if byte < 0x80 {
+                position += 1
+            } else {
+                guard skipUTF8Sequence() else { return nil }
+            }
+        }
+        return nil
+    }
+
+    /// Skips one escape sequence starting at the backslash.
+    private mutating func skipEscape() -> Bool {
+        position += 1
+        guard position < end else { return false }
+        switch base[position] {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+             UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+            position += 1
+            return true
+        case UInt8(ascii: "u"):
+            position += 1
+            guard let unit = readHex4() else { return false }
+            if unit >= 0xDC00 && unit <= 0xDFFF { return false }  // lone low surrogate
+            if unit >= 0xD800 && unit <= 0xDBFF {
+                guard end - position >= 2, base[position] == UInt8(ascii: "\\"),
+                      base[position + 1] == UInt8(ascii: "u")
+                else { return false }
+                position += 2
+                guard let low = readHex4(), low >= 0xDC00 && low <= 0xDFFF else { return false }
+            }
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// Reads four hex digits.
+    private mutating func readHex4() -> UInt32? {
+        guard end - position >= 4 else { return nil }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = base[position]
+            let digit: UInt32
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+            default: return nil
+            }
+            value = value << 4 | digit
+            position += 1
+        }
+        return value
+    }
+
+    /// Skips one well-formed multi-byte UTF-8 sequence.
+    private mutating func skipUTF8Sequence() -> Bool {
+        let lead = base[position]
+        let length: Int
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: length = 2
+        case 0xE0: length = 3; low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED: length = 3; high = 0x9F
+        case 0xF0: length = 4; low = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4: length = 4; high = 0x8F
+        default: return false
+        }
+        guard end - position >= length else { return false }
+        let second = base[position + 1]
+        guard second >= low && second <= high else { return false }
+        for offset in 2..<max(length, 2) where base[position + offset] & 0xC0 != 0x80 {
+            return false
+        }
+        position += length
+        return true
+    }
+
+    /// Reads the string starting at the current `"` as a Swift string.
+    package mutating func readString() -> String? {
+        guard let (start, stop, escaped) = scanString() else { return nil }
+        if !escaped {
+            return String(decoding: UnsafeBufferPointer(start: base + start, count: stop - start), as: UTF8.self)
+        }
+        return Self.unescape(base: base, start: start, end: stop)
+    }
+
+    /// Decodes the content of a validated string that contains escapes.
+    private static func unescape(base: UnsafePointer<UInt8>, start: Int, end: Int) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(end - start)
+        var index = start
+        func hex4(_ at: Int) -> UInt32 {
+            var value: UInt32 = 0
+            for offset in 0..<4 {
+                let byte = base[at + offset]
+                let digit: UInt32 = switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
+                default: UInt32(byte - UInt8(ascii: "A") + 10)
+                }
+                value = value << 4 | digit
+            }
+            return value
+        }
+        while index < end {
+            let byte = base[index]
+            guard byte == UInt8(ascii: "\\") else {
+                bytes.append(byte)
+                index += 1
+                continue
+            }
+            let kind = base[index + 1]
+            index += 2
+            switch kind {
+            case UInt8(ascii: "b"): bytes.append(0x08)
+            case UInt8(ascii: "f"): bytes.append(0x0C)
+            case UInt8(ascii: "n"): bytes.append(0x0A)
+            case UInt8(ascii: "r"): bytes.append(0x0D)
+            case UInt8(ascii: "t"): bytes.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = hex4(index)
+                index += 4
+                if scalar >= 0xD800 && scalar <= 0xDBFF {
+                    let low = hex4(index + 2)
+                    index += 6
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                }
+                bytes.append(contentsOf: String(Unicode.Scalar(scalar)!).utf8)
+            default: bytes.append(kind)  // " \ /
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Whether the bytes from `start` to `end` equal `literal`.
+    package func bytesEqual(_ start: Int, _ end: Int, _ literal: StaticString) -> Bool {
+        let count = literal.utf8CodeUnitCount
+        return end - start == count && memcmp(base + start, literal.utf8Start, count) == 0
+    }
+
+    // MARK: Scalars
+
+    /// Reads an integer (no fraction, no exponent) after white space.
+    package mutating func readInt() -> Int? {
+        skipWhitespace()
+        var negative = false
+        if position < end, base[position] == UInt8(ascii: "-") {
+            negative = true
+            position += 1
+        }
+        guard position < end, isDigit(base[position]) else { return nil }
+        if base[position] == UInt8(ascii: "0"), position + 1 < end, isDigit(base[position + 1]) {
+            return nil
+        }
+        var value = 0
+        while position < end, isDigit(base[position]) {
+            let (times, overflowA) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflowB) = times.addingReportingOverflow(Int(base[position] - UInt8(ascii: "0")))
+            guard !overflowA, !overflowB else { return nil }
+            value = sum
+            position += 1
+        }
+        if position < end, base[position] == UInt8(ascii: ".") || base[position] | 0x20 == UInt8(ascii: "e") {
+            return nil
+        }
+        return negative ? -value : value
+    }
+
+    /// Reads `true` or `false` after white space.
+    package mutating func readBool() -> Bool? {
+        skipWhitespace()
+        if skipLiteral("true") { return true }
+        if skipLiteral("false") { return false }
+        return nil
+    }
+}

@@ -1,0 +1,809 @@
+import Foundation
+
+/// Everything a ``Mirror`` knows, guarded by its lock, and the rules that change it: local
+/// changes becoming pending entries, batches, commit outcomes, remote changes, flush waiters
+/// and the delivery of changes and errors.
+///
+/// Every method runs with the mirror's lock held and never blocks or calls user code;
+/// notifications to post are collected and handed out by ``drain(owner:)``.
+struct MirrorState<Record: Recordable> {
+    let zone: ZoneID
+    let writerID: String
+    let configuration: MirrorConfiguration
+    var policy: ConflictPolicy<Record>
+
+    // MARK: The array
+
+    /// What `dataModel` returns.
+    var array = RecordArray<Record>()
+    /// The value of every record in ``array``, by id: what a mutation is compared with.
+    var present: [String: Record] = [:]
+    /// Counts local mutations, to tell their change logs apart.
+    private var session: UInt64 = 0
+
+    // MARK: What the database holds
+
+    /// The latest stored version the mirror knows of each record, tombstones included.
+    var shadow: [String: StoredRecord] = [:]
+    /// The token of the changes applied to ``shadow``.
+    var token = ChangeToken.initial
+    /// The highest token a notification announced; a pull is due while it is ahead.
+    private var pullTarget: ChangeToken?
+    /// A pull is due whatever the token (a complete change set was set aside).
+    private var pullAgain = false
+    /// Counts commits that returned an outcome, so that a pull can tell whether one did
+    /// meanwhile.
+    private var commitRounds = 0
+    private var pullFailures = 0
+    private var pullRetryAt: ContinuousClock.Instant?
+    /// Decoding failures reported, by record id: the version reported.
+    private var reportedUndecodable: [String: Int] = [:]
+
+    // MARK: Pending changes
+
+    /// Entries waiting to be sent, by record id.
+    var pending: [String: PendingEntry<Record>] = [:]
+    /// Entries being committed right now, by record id.
+    var inFlight: [String: PendingEntry<Record>] = [:]
+    /// The order to send pending entries in; items whose number no longer matches their
+    /// entry are skipped.
+    private var queue: [(id: String, number: Int)] = []
+    private var queueHead = 0
+    private var nextNumber = 0
+    /// Counts local changes; `flush()` waits for the ones up to the count when it was called.
+    private(set) var changeSequence = 0
+    private var consecutiveFailures = 0
+    private var retryAt: ContinuousClock.Instant?
+    /// Batch size limit; lowered to 1 to find the change a whole batch failed on.
+    private var batchLimit: Int
+    private var isolationRemaining = 0
+
+    // MARK: Delivery
+
+    private(set) var lastError: MirrorError?
+    private var outbox: [MirrorError] = []
+    private var observersDirty = false
+    private var changeStreams: [Int: AsyncStream<MirrorChange<Record>>.Continuation] = [:]
+    private var errorStreams: [Int: AsyncStream<MirrorError>.Continuation] = [:]
+    private var observers: [Int: Wakeup] = [:]
+    private var flushWaiters: [Int: (target: Int, continuation: CheckedContinuation<Void, any Error>)] = [:]
+    private var nextDeliveryNumber = 0
+    private(set) var isClosed = false
+    /// The mirror itself while it has changes to commit, so that they are committed even
+    /// when nothing else holds the mirror any more.
+    private var retainer: AnyObject?
+
+    init(zone: ZoneID, writerID: String, configuration: MirrorConfiguration, policy: ConflictPolicy<Record>) {
+        self.zone = zone
+        self.writerID = writerID
+        self.configuration = configuration
+        self.policy = policy
+        self.batchLimit = configuration.maximumBatchSize
+    }
+
+    // MARK: Loading
+
+    /// Takes the whole zone as the initial content. `decoded` holds the result of decoding
+    /// every live record.
+    mutating func load(_ set: ChangeSet, decoded: [String: Result<Record, any Error>]) {
+        var records: [Record] = []
+        records.reserveCapacity(set.records.count)
+        for stored in set.records.sorted(by: { $0.id < $1.id }) {
+            shadow[stored.id] = stored
+            HybridLogicalClock.shared.observe(stored.modified)
+            guard !stored.isDeleted else { continue }
+            switch decoded[stored.id] {
+            case .success(let record)?:
+                records.append(record)
+            case .failure(let error)?:
+                reportUndecodable(stored, error: error)
+            case nil:
+                break
+            }
+        }
+        array = RecordArray(records)
+        array.startTracking()
+        if array.mayHaveDuplicates { removeDuplicates(keeping: [:]) }
+        present.reserveCapacity(array.count)
+        for record in array { present[record.recordID] = record }
+        token = set.token
+    }
+
+    // MARK: Local changes
+
+    /// Prepares the array for an in-place mutation; returns the session to end.
+    mutating func beginLocalMutation() -> UInt64 {
+        session &+= 1
+        array.beginLog(session: session)
+        return session
+    }
+
+    /// Turns what the mutation did into pending changes.
+    ///
+    /// - Returns: Whether anything changed.
+    @discardableResult
+    mutating func endLocalMutation(session: UInt64) -> Bool {
+        guard array.isTracked, let log = array.endLog(session: session) else {
+            // The array was replaced as a whole: compare everything.
+            return replaceAll(with: array)
+        }
+        if log.sawDuplicate || array.mayHaveDuplicates { removeDuplicates(keeping: present) }
+        var changed = false
+        for id in log.touched {
+            let current = array.record(withID: id)
+            if recordLocalChange(id, to: current) { changed = true }
+        }
+        return changed
+    }
+
+    /// Replaces the whole array, turning the differences into pending changes. Linear time.
+    ///
+    /// - Returns: Whether anything changed.
+    @discardableResult
+    mutating func replaceAll(with newValue: RecordArray<Record>) -> Bool {
+        var replacement = RecordArray(newValue.array)
+        replacement.startTracking()
+        array = replacement
+        if array.mayHaveDuplicates { removeDuplicates(keeping: present) }
+        var changed = false
+        var listed = Set<String>()
+        listed.reserveCapacity(array.count)
+        for record in array.array {
+            let id = record.recordID
+            listed.insert(id)
+            if recordLocalChange(id, to: record) { changed = true }
+        }
+        let gone = present.keys.filter { !listed.contains($0) }
+        for id in gone where recordLocalChange(id, to: nil) { changed = true }
+        return changed
+    }
+
+    /// Removes all but one record of each id that appears more than once, keeping the one
+    /// equal to `keeping[id]` if there is one and the first otherwise, and reports it.
+    private mutating func removeDuplicates(keeping: [String: Record]) {
+        var firstPosition: [String: Int] = [:]
+        var keep: [String: Int] = [:]
+        var duplicated: [String] = []
+        for (index, record) in array.enumerated() {
+            let id = record.recordID
+            if let first = firstPosition[id] {
+                if keep[id] == nil { duplicated.append(id) }
+                let chosen = keep[id] ?? first
+                if let known = keeping[id], array[chosen] != known, record == known {
+                    keep[id] = index
+                } else {
+                    keep[id] = chosen
+                }
+            } else {
+                firstPosition[id] = index
+            }
+        }
+        guard !duplicated.isEmpty else {
+            array.rebuildPositions()
+            return
+        }
+        var kept: [Record] = []
+        kept.reserveCapacity(array.count)
+        for (index, record) in array.enumerated() {
+            let id = record.recordID
+            if let chosen = keep[id], chosen != index { continue }
+            kept.append(record)
+        }
+        array = RecordArray(kept)
+        array.startTracking()
+        report(MirrorError(
+            .invalidRecord,
+            "dataModel cannot hold two records with one id; the extra "
+                + (duplicated.count == 1 ? "copy of record \(duplicated[0]) was" : "copies were")
+                + " removed",
+            recordIDs: duplicated, recordType: zone.recordType, scope: zone.scope))
+    }
+
+    /// Records a local change of one record's value (from `present[id]` to `value`).
+    ///
+    /// - Returns: Whether the value changed.
+    @discardableResult
+    mutating func recordLocalChange(_ id: String, to value: Record?) -> Bool {
+        let old = present[id]
+        guard old != value else { return false }
+        present[id] = value
+        changeSequence += 1
+        let timestamp = HybridLogicalClock.shared.now()
+        if var entry = pending[id] {
+            entry.value = value
+            entry.timestamp = timestamp
+            entry.lastSequence = changeSequence
+            entry.resolvedFields = nil
+            if entry.isOnHold {
+                entry.isOnHold = false
+                enqueue(&entry)
+            }
+            if value == nil, !entry.basePending, entry.isCreation, entry.earlierTimestamps.isEmpty,
+               entry.failedAttempts == 0 {
+                // Created and deleted before it was ever sent: nothing to store.
+                pending[id] = nil
+                checkFlushWaiters(failure: nil)
+            } else {
+                pending[id] = entry
+            }
+        } else {
+            var entry = PendingEntry<Record>(
+                recordID: id, value: value, timestamp: timestamp, firstSequence: changeSequence,
+                lastSequence: changeSequence, number: 0)
+            if inFlight[id] != nil {
+                entry.basePending = true
+            } else {
+                entry.base = shadow[id]
+            }
+            enqueue(&entry)
+            pending[id] = entry
+        }
+        let kind: MirrorChange<Record>.Kind = old == nil ? .inserted : (value == nil ? .removed : .updated)
+        emit(MirrorChange(kind: kind, recordID: id, record: value, origin: .local, state: .pending))
+        return true
+    }
+
+    private mutating func enqueue(_ entry: inout PendingEntry<Record>) {
+        entry.number = nextNumber
+        nextNumber += 1
+        queue.append((entry.recordID, entry.number))
+    }
+
+    /// Puts entries back at the front of the queue, in their order.
+    private mutating func requeueAtFront(_ entries: [PendingEntry<Record>]) {
+        guard !entries.isEmpty else { return }
+        var front: [(id: String, number: Int)] = []
+        front.reserveCapacity(entries.count + queue.count - queueHead)
+        for var entry in entries {
+            entry.number = nextNumber
+            nextNumber += 1
+            front.append((entry.recordID, entry.number))
+            pending[entry.recordID] = entry
+        }
+        front.append(contentsOf: queue[queueHead...])
+        queue = front
+        queueHead = 0
+    }
+
+    /// Skips queue items that no longer name a sendable entry; whether one remains.
+    private mutating func hasQueuedEntry() -> Bool {
+        while queueHead < queue.count {
+            let item = queue[queueHead]
+            if let entry = pending[item.id], entry.number == item.number, !entry.isOnHold, !entry.basePending {
+                return true
+            }
+            queueHead += 1
+        }
+        if queueHead > 0 {
+            queue.removeAll(keepingCapacity: true)
+            queueHead = 0
+        }
+        return false
+    }
+
+    // MARK: The background tasks' next steps
+
+    enum Step {
+        /// Pull, or commit the next batch.
+        case work
+        /// Nothing to do before `deadline` (or a signal).
+        case wait(deadline: ContinuousClock.Instant?)
+    }
+
+    /// Whether the pulling task has work now.
+    func nextPull(now: ContinuousClock.Instant) -> Step {
+        guard pullAgain || (pullTarget.map { $0 > token } ?? false) else { return .wait(deadline: nil) }
+        if let pullRetryAt, now < pullRetryAt { return .wait(deadline: pullRetryAt) }
+        return .work
+    }
+
+    /// Whether the committing task has work now.
+    mutating func nextCommit(now: ContinuousClock.Instant) -> Step {
+        guard inFlight.isEmpty, hasQueuedEntry() else { return .wait(deadline: nil) }
+        if let retryAt, now < retryAt { return .wait(deadline: retryAt) }
+        return .work
+    }
+
+    // MARK: Committing
+
+    /// Moves the next batch of entries to ``inFlight`` and returns them.
+    mutating func takeBatch(now: ContinuousClock.Instant) -> [PendingEntry<Record>] {
+        guard inFlight.isEmpty, retryAt.map({ now >= $0 }) ?? true else { return [] }
+        var batch: [PendingEntry<Record>] = []
+        while batch.count < batchLimit, hasQueuedEntry() {
+            let item = queue[queueHead]
+            queueHead += 1
+            guard let entry = pending.removeValue(forKey: item.id) else { continue }
+            inFlight[item.id] = entry
+            batch.append(entry)
+        }
+        if queueHead > 1024, queueHead * 2 > queue.count {
+            queue.removeFirst(queueHead)
+            queueHead = 0
+        }
+        return batch
+    }
+
+    /// Puts entries that could not be encoded on hold and reports each.
+    mutating func encodingFailed(_ failures: [(PendingEntry<Record>, MirrorError)]) {
+        for (entry, error) in failures {
+            var entry = takeBack(entry, mayBeStored: false)
+            entry.failedAttempts += 1
+            entry.lastError = error
+            entry.isOnHold = true
+            pending[entry.recordID] = entry
+            report(error)
+            checkFlushWaiters(failure: (error, entry.firstSequence))
+        }
+    }
+
+    /// Takes an in-flight entry back, folding in a newer change made meanwhile.
+    ///
+    /// - Parameter mayBeStored: The attempt failed in a way that may have stored it anyway
+    ///   (a commit that threw); its timestamp is kept to recognise it later.
+    private mutating func takeBack(_ sent: PendingEntry<Record>, mayBeStored: Bool) -> PendingEntry<Record> {
+        let id = sent.recordID
+        var entry = inFlight.removeValue(forKey: id) ?? sent
+        entry.isOnHold = false
+        if mayBeStored { entry.earlierTimestamps.append(entry.timestamp) }
+        guard let newer = pending.removeValue(forKey: id) else { return entry }
+        entry.earlierTimestamps.append(contentsOf: newer.earlierTimestamps)
+        entry.value = newer.value
+        entry.timestamp = newer.timestamp
+        entry.lastSequence = newer.lastSequence
+        entry.resolvedFields = newer.resolvedFields
+        return entry
+    }
+
+    /// Applies a commit whose operations were all applied.
+    mutating func commitApplied(_ batch: [PendingEntry<Record>], outcome: CommitOutcome) {
+        for (entry, result) in zip(batch, outcome.results) {
+            inFlight[entry.recordID] = nil
+            guard case .applied(let stored) = result else { continue }
+            remember(stored)
+            if var newer = pending[entry.recordID], newer.basePending {
+                newer.base = stored
+                newer.basePending = false
+                pending[entry.recordID] = newer
+            }
+            emit(MirrorChange(
+                kind: entry.changeKind, recordID: entry.recordID, record: entry.value,
+                origin: .local, state: .committed))
+        }
+        requeueAtFront(strays(of: batch))
+        consecutiveFailures = 0
+        retryAt = nil
+        commitRounds += 1
+        if isolationRemaining > 0 {
+            isolationRemaining -= 1
+            if isolationRemaining == 0 { batchLimit = configuration.maximumBatchSize }
+        } else {
+            batchLimit = configuration.maximumBatchSize
+        }
+        if outcome.token.generation == token.generation, outcome.token.sequence == token.sequence + 1 {
+            // Nothing else was committed in between: the mirror is up to date.
+            token = outcome.token
+        } else if outcome.token > token {
+            pullTarget = max(pullTarget ?? outcome.token, outcome.token)
+        }
+        checkFlushWaiters(failure: nil)
+    }
+
+    /// A conflict to resolve: the entry (with any newer local change folded in) and the
+    /// record as stored now.
+    struct Conflict {
+        var entry: PendingEntry<Record>
+        var current: StoredRecord?
+    }
+
+    /// Takes back a batch that was refused because some operations conflicted.
+    ///
+    /// - Returns: The conflicts to resolve.
+    mutating func commitConflicted(_ batch: [PendingEntry<Record>], outcome: CommitOutcome) -> [Conflict] {
+        commitRounds += 1
+        var returned: [PendingEntry<Record>] = []
+        var conflicts: [Conflict] = []
+        for (entry, result) in zip(batch, outcome.results) {
+            let entry = takeBack(entry, mayBeStored: false)
+            if case .conflict(let current) = result {
+                if let current {
+                    HybridLogicalClock.shared.observe(current.modified)
+                    remember(current)
+                } else {
+                    // The record does not exist (any more): nothing to base a change on.
+                    shadow[entry.recordID] = nil
+                }
+                conflicts.append(Conflict(entry: entry, current: current))
+            }
+            returned.append(entry)
+        }
+        returned.append(contentsOf: strays(of: batch))
+        requeueAtFront(returned)
+        return conflicts
+    }
+
+    /// Entries of a batch still in flight after its outcome was handled: the outcome had
+    /// fewer results than operations. Taken back so that they are sent again.
+    private mutating func strays(of batch: [PendingEntry<Record>]) -> [PendingEntry<Record>] {
+        batch.filter { inFlight[$0.recordID] != nil }.map { takeBack($0, mayBeStored: true) }
+    }
+
+    /// How a conflict was settled, computed outside the lock.
+    enum Resolution {
+        /// Commit these fields, based on the stored record.
+        case save(fields: Data, value: Record, base: StoredRecord?)
+        /// Commit a deletion, based on the stored record.
+        case delete(base: StoredRecord?)
+        /// Drop the local change and show the stored record (`decoded`, or nothing when it
+        /// is deleted or does not decode; `problem` then says why).
+        case keepStored(StoredRecord?, decoded: Record?, problem: (any Error)?)
+        /// Cannot be settled; keep the change on hold and report.
+        case hold(MirrorError)
+    }
+
+    /// Applies a resolution, unless the record changed locally since the conflict was taken
+    /// (the next commit then conflicts again and the newer change is resolved).
+    mutating func apply(_ resolution: Resolution, to conflict: Conflict) {
+        let id = conflict.entry.recordID
+        guard var entry = pending[id], entry.lastSequence == conflict.entry.lastSequence else { return }
+        switch resolution {
+        case .save(let fields, let value, let base):
+            entry.base = base
+            entry.resolvedFields = fields
+            entry.earlierTimestamps.append(entry.timestamp)
+            entry.timestamp = HybridLogicalClock.shared.now()
+            entry.value = value
+            pending[id] = entry
+            applyToArray(id, value, origin: .remote, state: .pending)
+        case .delete(let base):
+            entry.base = base
+            entry.value = nil
+            entry.resolvedFields = nil
+            entry.earlierTimestamps.append(entry.timestamp)
+            entry.timestamp = HybridLogicalClock.shared.now()
+            pending[id] = entry
+        case .keepStored(let stored, let decoded, let problem):
+            pending[id] = nil
+            if let stored, let problem, !stored.isDeleted { reportUndecodable(stored, error: problem) }
+            applyToArray(id, decoded, origin: .remote, state: .committed)
+            checkFlushWaiters(failure: nil)
+        case .hold(let error):
+            entry.isOnHold = true
+            entry.lastError = error
+            entry.failedAttempts += 1
+            pending[id] = entry
+            report(error)
+            checkFlushWaiters(failure: (error, entry.firstSequence))
+        }
+    }
+
+    /// Takes back a batch whose commit threw.
+    ///
+    /// - Parameter blamed: The records the database said were at fault, if any.
+    mutating func commitFailed(
+        _ batch: [PendingEntry<Record>], error: MirrorError, blamed: [String], now: ContinuousClock.Instant
+    ) {
+        let ids = Set(batch.map(\.recordID))
+        var returned = batch.map { takeBack($0, mayBeStored: true) }
+        if error.kind == .cancelled {
+            requeueAtFront(returned)
+            return
+        }
+        let oldest = returned.map(\.firstSequence).min() ?? Int.max
+        if error.kind.isTransient {
+            for index in returned.indices {
+                returned[index].failedAttempts += 1
+                returned[index].lastError = error
+            }
+            consecutiveFailures += 1
+            retryAt = now.advanced(by: configuration.delay(afterFailures: consecutiveFailures))
+            requeueAtFront(returned)
+            report(error)
+            checkFlushWaiters(failure: (error, oldest))
+            return
+        }
+        let named = Set(blamed).intersection(ids)
+        if named.isEmpty, batch.count > 1 {
+            // One of the batch is bad but the error does not say which: send them one by
+            // one to find it, without reporting the failure until it is found.
+            batchLimit = 1
+            isolationRemaining = batch.count
+            requeueAtFront(returned)
+            return
+        }
+        var held: [PendingEntry<Record>] = []
+        var others: [PendingEntry<Record>] = []
+        for var entry in returned {
+            if named.isEmpty || named.contains(entry.recordID) {
+                entry.failedAttempts += 1
+                entry.lastError = error
+                entry.isOnHold = true
+                held.append(entry)
+            } else {
+                others.append(entry)
+            }
+        }
+        for entry in held { pending[entry.recordID] = entry }
+        requeueAtFront(others)
+        report(error)
+        checkFlushWaiters(failure: (error, held.map(\.firstSequence).min() ?? oldest))
+    }
+
+    // MARK: Remote changes
+
+    /// Notes that the zone reached `token`; whether a pull is now due.
+    mutating func hint(_ hinted: ChangeToken) -> Bool {
+        guard !isClosed, hinted > token else { return false }
+        if let pullTarget, pullTarget >= hinted { return false }
+        pullTarget = hinted
+        return true
+    }
+
+    /// Where a pull started: the token it asks from, and the count of commit outcomes.
+    struct PullStart {
+        var token: ChangeToken
+        var commitRounds: Int
+    }
+
+    /// Starts a pull.
+    mutating func beginPull() -> PullStart {
+        pullTarget = nil
+        pullAgain = false
+        return PullStart(token: token, commitRounds: commitRounds)
+    }
+
+    /// The live records of a change set that are newer than what the mirror knows, which
+    /// must be decoded before ``applyPull(_:since:decoded:)``.
+    func recordsToDecode(in set: ChangeSet) -> [StoredRecord] {
+        set.records.filter { record in
+            guard !record.isDeleted else { return false }
+            return (shadow[record.id]?.version ?? 0) < record.version
+        }
+    }
+
+    /// Applies pulled changes: to ``shadow``, and to the array for every record without a
+    /// local pending change (whose value the array keeps showing until it is committed).
+    ///
+    /// Commits run while a pull does. Records are applied only when newer than the version
+    /// the mirror knows, so an incremental change set applies safely whatever committed
+    /// meanwhile; a complete one, which also tells which records are gone, is set aside and
+    /// pulled again when a commit completed meanwhile.
+    mutating func applyPull(_ set: ChangeSet, since start: PullStart, decoded: [String: Result<Record, any Error>]) {
+        if set.isComplete, start.commitRounds != commitRounds {
+            pullAgain = true
+            return
+        }
+        if !set.isComplete, set.token.generation != token.generation {
+            pullAgain = true
+            return
+        }
+        if set.isComplete {
+            let listed = Set(set.records.map(\.id))
+            let vanished = shadow.filter { !listed.contains($0.key) }
+            for (id, stored) in vanished {
+                shadow[id] = nil
+                if !stored.isDeleted, pending[id] == nil, inFlight[id] == nil {
+                    applyToArray(id, nil, origin: .remote, state: .committed)
+                }
+            }
+        }
+        for record in set.records {
+            if let known = shadow[record.id], known.version >= record.version { continue }
+            HybridLogicalClock.shared.observe(record.modified)
+            shadow[record.id] = record
+            guard pending[record.id] == nil, inFlight[record.id] == nil else { continue }
+            if record.isDeleted {
+                applyToArray(record.id, nil, origin: .remote, state: .committed)
+                continue
+            }
+            switch decoded[record.id] {
+            case .success(let value)?:
+                applyToArray(record.id, value, origin: .remote, state: .committed)
+            case .failure(let error)?:
+                reportUndecodable(record, error: error)
+                applyToArray(record.id, nil, origin: .remote, state: .committed)
+            case nil:
+                break
+            }
+        }
+        if set.isComplete || set.token > token { token = set.token }
+        pullFailures = 0
+        pullRetryAt = nil
+    }
+
+    mutating func pullFailed(_ error: MirrorError, now: ContinuousClock.Instant) {
+        guard error.kind != .cancelled else { return }
+        pullFailures += 1
+        pullRetryAt = now.advanced(by: configuration.delay(afterFailures: pullFailures))
+        pullAgain = true
+        report(error)
+    }
+
+    private mutating func remember(_ stored: StoredRecord) {
+        if let known = shadow[stored.id], known.version > stored.version { return }
+        shadow[stored.id] = stored
+    }
+
+    /// Sets one record's value in the array (appending or removing it as needed).
+    private mutating func applyToArray(
+        _ id: String, _ value: Record?, origin: MirrorChange<Record>.Origin, state: MirrorChange<Record>.State
+    ) {
+        let old = present[id]
+        guard old != value else { return }
+        present[id] = value
+        if let value {
+            if let position = array.position(of: id) {
+                array[position] = value
+            } else {
+                array.append(value)
+            }
+        } else if let position = array.position(of: id) {
+            array.remove(at: position)
+        }
+        let kind: MirrorChange<Record>.Kind = old == nil ? .inserted : (value == nil ? .removed : .updated)
+        emit(MirrorChange(kind: kind, recordID: id, record: value, origin: origin, state: state))
+    }
+
+    private mutating func reportUndecodable(_ stored: StoredRecord, error: any Error) {
+        guard reportedUndecodable[stored.id] != stored.version else { return }
+        reportedUndecodable[stored.id] = stored.version
+        report(MirrorError(
+            .decodingFailed,
+            "stored record \(stored.id) (version \(stored.version)) does not decode as "
+                + "\(Record.self); it is skipped and left untouched in the database",
+            recordIDs: [stored.id], recordType: zone.recordType, scope: zone.scope, underlying: error))
+    }
+
+    // MARK: Flush
+
+    mutating func makeDeliveryNumber() -> Int {
+        nextDeliveryNumber += 1
+        return nextDeliveryNumber
+    }
+
+    /// Registers a `flush()`: it returns once every change made so far is committed, and
+    /// throws when one of them fails. Changes on hold are tried again.
+    mutating func addFlushWaiter(_ number: Int, _ continuation: CheckedContinuation<Void, any Error>) {
+        if Task.isCancelled || isClosed {
+            continuation.resume(throwing: MirrorError(
+                .cancelled, "flush() was cancelled", recordType: zone.recordType, scope: zone.scope))
+            return
+        }
+        let target = changeSequence
+        guard let oldest = oldestPendingSequence(), oldest <= target else {
+            continuation.resume()
+            return
+        }
+        for (id, var entry) in pending where entry.isOnHold && entry.firstSequence <= target {
+            entry.isOnHold = false
+            enqueue(&entry)
+            pending[id] = entry
+        }
+        retryAt = nil
+        flushWaiters[number] = (target, continuation)
+    }
+
+    mutating func cancelFlushWaiter(_ number: Int) {
+        guard let waiter = flushWaiters.removeValue(forKey: number) else { return }
+        waiter.continuation.resume(throwing: MirrorError(
+            .cancelled, "flush() was cancelled", recordType: zone.recordType, scope: zone.scope))
+    }
+
+    private func oldestPendingSequence() -> Int? {
+        var oldest: Int?
+        for entry in pending.values { oldest = min(oldest ?? entry.firstSequence, entry.firstSequence) }
+        for entry in inFlight.values { oldest = min(oldest ?? entry.firstSequence, entry.firstSequence) }
+        return oldest
+    }
+
+    /// Resumes the flushes that are done: every change they wait for is committed, or
+    /// `failure` failed one of them (`failure.sequence` is the oldest failed change).
+    private mutating func checkFlushWaiters(failure: (error: MirrorError, sequence: Int)?) {
+        guard !flushWaiters.isEmpty else { return }
+        let oldest = oldestPendingSequence()
+        for (number, waiter) in flushWaiters {
+            if oldest.map({ $0 > waiter.target }) ?? true {
+                flushWaiters[number] = nil
+                waiter.continuation.resume()
+            } else if let failure, failure.sequence <= waiter.target {
+                flushWaiters[number] = nil
+                waiter.continuation.resume(throwing: failure.error)
+            }
+        }
+    }
+
+    // MARK: Delivery
+
+    /// The pending changes, oldest first.
+    var pendingChanges: [PendingChange] {
+        let sending = inFlight.values.map { entry in
+            var change = entry.publicForm
+            change.isCommitting = true
+            return (entry.firstSequence, change)
+        }
+        let waiting = pending.values.map { ($0.firstSequence, $0.publicForm) }
+        return (sending + waiting).sorted { $0.0 < $1.0 }.map(\.1)
+    }
+
+    /// Whether any change is waiting to be committed.
+    var hasPendingChanges: Bool { !pending.isEmpty || !inFlight.isEmpty }
+
+    mutating func addChangeStream(_ number: Int, _ continuation: AsyncStream<MirrorChange<Record>>.Continuation) {
+        if isClosed { continuation.finish() } else { changeStreams[number] = continuation }
+    }
+
+    mutating func removeChangeStream(_ number: Int) { changeStreams[number] = nil }
+
+    mutating func addErrorStream(_ number: Int, _ continuation: AsyncStream<MirrorError>.Continuation) {
+        if isClosed { continuation.finish() } else { errorStreams[number] = continuation }
+    }
+
+    mutating func removeErrorStream(_ number: Int) { errorStreams[number] = nil }
+
+    mutating func addObserver(_ number: Int, _ wakeup: Wakeup) {
+        observers[number] = wakeup
+    }
+
+    mutating func removeObserver(_ number: Int) { observers[number] = nil }
+
+    private mutating func emit(_ change: MirrorChange<Record>) {
+        for continuation in changeStreams.values { continuation.yield(change) }
+        observersDirty = true
+    }
+
+    /// Reports a failure: sets ``lastError``, delivers it on the error streams, and queues
+    /// its notification for ``drain(owner:)``.
+    mutating func report(_ error: MirrorError) {
+        lastError = error
+        for continuation in errorStreams.values { continuation.yield(error) }
+        outbox.append(error)
+    }
+
+    /// What to do once the lock is released.
+    struct Effects {
+        var errors: [MirrorError] = []
+        var observers: [Wakeup] = []
+        /// The mirror, no longer retained by itself; released (and possibly deallocated)
+        /// outside the lock.
+        var released: AnyObject?
+    }
+
+    /// Hands out the notifications to post and the observers to wake, and makes `owner`
+    /// (the mirror) retain itself exactly while it has changes to commit.
+    mutating func drain(owner: AnyObject) -> Effects {
+        var effects = Effects()
+        if !inFlight.isEmpty || hasQueuedEntry() {
+            if retainer == nil { retainer = owner }
+        } else if retainer != nil {
+            effects.released = retainer
+            retainer = nil
+        }
+        if !outbox.isEmpty {
+            effects.errors = outbox
+            outbox.removeAll()
+        }
+        if observersDirty {
+            observersDirty = false
+            effects.observers = Array(observers.values)
+        }
+        return effects
+    }
+
+    /// Ends delivery: returns the streams to finish and the observers to wake (outside the
+    /// lock).
+    mutating func close() -> (changes: [AsyncStream<MirrorChange<Record>>.Continuation],
+                              errors: [AsyncStream<MirrorError>.Continuation], observers: [Wakeup]) {
+        isClosed = true
+        defer {
+            changeStreams.removeAll()
+            errorStreams.removeAll()
+            observers.removeAll()
+        }
+        for waiter in flushWaiters.values {
+            waiter.continuation.resume(throwing: MirrorError(
+                .cancelled, "the mirror was deallocated", recordType: zone.recordType, scope: zone.scope))
+        }
+        flushWaiters.removeAll()
+        return (Array(changeStreams.values), Array(errorStreams.values), Array(observers.values))
+    }
+}

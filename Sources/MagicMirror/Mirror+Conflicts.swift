@@ -1,0 +1,110 @@
+import Foundation
+
+// Settling a conflict between a local change and the record as another writer stored it.
+// Runs on the background task, outside the mirror's lock (a custom policy is user code).
+
+extension Mirror {
+    typealias Resolution = MirrorState<Record>.Resolution
+
+    /// Decides what to do with a local change whose commit conflicted.
+    func resolve(
+        _ conflict: MirrorState<Record>.Conflict, policy: ConflictPolicy<Record>, writerID: String
+    ) -> Resolution {
+        let entry = conflict.entry
+        let current = conflict.current
+
+        // The stored record is this mirror's own earlier attempt (a commit that threw after
+        // storing it): base the change on it, without merging.
+        if let current, current.writer == writerID, entry.earlierTimestamps.contains(current.modified) {
+            guard let value = entry.value else { return .delete(base: current) }
+            return save(value, fields: entry.resolvedFields, base: current, recordID: entry.recordID)
+        }
+
+        guard let local = entry.value else {
+            // A local delete wins over a concurrent edit; two deletes agree.
+            if let current, !current.isDeleted { return .delete(base: current) }
+            return .keepStored(current, decoded: nil, problem: nil)
+        }
+
+        guard let current, let remoteFields = current.fields else {
+            // Deleted elsewhere. A record this mirror created anew is created again; an
+            // edit of a deleted record loses (a delete wins).
+            if entry.isCreation {
+                return save(local, fields: entry.resolvedFields, base: current, recordID: entry.recordID)
+            }
+            return .keepStored(current, decoded: nil, problem: nil)
+        }
+
+        let localFields: Data
+        do {
+            localFields = try entry.resolvedFields ?? encoder.encode(local)
+        } catch {
+            return .hold(encodingError(entry.recordID, error))
+        }
+        let localIsLater = (entry.timestamp, writerID) > (current.modified, current.writer)
+
+        switch policy.strategy {
+        case .serverWins:
+            return keepStored(current)
+        case .lastWriterWins:
+            return localIsLater
+                ? .save(fields: localFields, value: local, base: current)
+                : keepStored(current)
+        case .changedKeys:
+            let baseFields = entry.base.flatMap(\.fields)
+            if let merged = JSONFieldMerge.merge(
+                base: baseFields, local: localFields, remote: remoteFields, localIsLater: localIsLater),
+               let value = try? decoder.decode(Record.self, from: merged)
+            {
+                if merged == remoteFields || JSONFieldMerge.members(of: merged) == JSONFieldMerge.members(of: remoteFields) {
+                    return .keepStored(current, decoded: value, problem: nil)
+                }
+                return .save(fields: merged, value: value, base: current)
+            }
+            // The merge does not decode as Record: the later writer's whole record wins.
+            return localIsLater
+                ? .save(fields: localFields, value: local, base: current)
+                : keepStored(current)
+        case .custom(let decide):
+            let remote: Record
+            do {
+                remote = try decoder.decode(Record.self, from: remoteFields)
+            } catch {
+                return .hold(MirrorError(
+                    .decodingFailed,
+                    "stored record \(current.id) (version \(current.version)) does not decode as "
+                        + "\(Record.self), so the custom conflict policy cannot settle the local change; "
+                        + "it stays pending",
+                    recordIDs: [current.id], recordType: zone.recordType, scope: zone.scope,
+                    underlying: error))
+            }
+            let base = entry.base.flatMap(\.fields).flatMap { try? decoder.decode(Record.self, from: $0) }
+            let chosen = decide(base, local, remote)
+            guard chosen.recordID == entry.recordID else {
+                return .hold(MirrorError(
+                    .invalidRecord,
+                    "the custom conflict policy returned record \(chosen.recordID) for record \(entry.recordID)",
+                    recordIDs: [entry.recordID], recordType: zone.recordType, scope: zone.scope))
+            }
+            if chosen == remote { return .keepStored(current, decoded: remote, problem: nil) }
+            return save(chosen, fields: nil, base: current, recordID: entry.recordID)
+        }
+    }
+
+    private func save(_ value: Record, fields: Data?, base: StoredRecord?, recordID: String) -> Resolution {
+        do {
+            return .save(fields: try fields ?? encoder.encode(value), value: value, base: base)
+        } catch {
+            return .hold(encodingError(recordID, error))
+        }
+    }
+
+    private func keepStored(_ current: StoredRecord) -> Resolution {
+        guard let fields = current.fields else { return .keepStored(current, decoded: nil, problem: nil) }
+        do {
+            return .keepStored(current, decoded: try decoder.decode(Record.self, from: fields), problem: nil)
+        } catch {
+            return .keepStored(current, decoded: nil, problem: error)
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import Observation
+import Synchronization
+
+/// `Mirror` works with the Observation framework: reading ``Mirror/dataModel`` or
+/// ``Mirror/lastError`` inside `withObservationTracking` (or a SwiftUI view's `body`)
+/// tracks it, and every change to it, local or remote, fires the tracking.
+///
+/// ```swift
+/// withObservationTracking {
+///     render(mirror.dataModel)
+/// } onChange: {
+///     scheduleRender()
+/// }
+/// ```
+extension Mirror: Observable {}
+
+extension Mirror {
+    /// Every change to ``dataModel`` from now on, in order, until the mirror is deallocated
+    /// (when the sequence ends).
+    ///
+    /// Each access returns a new sequence that gets every change made after it was created.
+    /// A local change comes twice, pending then committed; a remote one once, committed.
+    /// Changes are buffered until you read them.
+    ///
+    /// ```swift
+    /// for await change in mirror.changes where change.origin == .remote {
+    ///     print("\(change.kind) \(change.recordID)")
+    /// }
+    /// ```
+    public var changes: AsyncStream<MirrorChange<Record>> {
+        let (stream, continuation) = AsyncStream.makeStream(of: MirrorChange<Record>.self)
+        let number = core.withLock { $0.makeDeliveryNumber() }
+        continuation.onTermination = { [weak self] _ in
+            self?.core.withLock { $0.removeChangeStream(number) }
+        }
+        core.withLock { $0.addChangeStream(number, continuation) }
+        return stream
+    }
+
+    /// Every failure the mirror reports from now on, until the mirror is deallocated.
+    ///
+    /// The same errors are posted as `Notification`s named `.mirrorError` and kept as
+    /// ``lastError``. Each access returns a new sequence.
+    public var errors: AsyncStream<MirrorError> {
+        let (stream, continuation) = AsyncStream.makeStream(of: MirrorError.self)
+        let number = core.withLock { $0.makeDeliveryNumber() }
+        continuation.onTermination = { [weak self] _ in
+            self?.core.withLock { $0.removeErrorStream(number) }
+        }
+        core.withLock { $0.addErrorStream(number, continuation) }
+        return stream
+    }
+
+    /// Calls `handler` with the current records, then again after changes, until the
+    /// returned ``MirrorCancellable`` is cancelled or deallocated, or the mirror is.
+    ///
+    /// Calls are made one at a time on a background task. Changes made while a call runs
+    /// are delivered together in the next call, with the records as they are then.
+    ///
+    /// ```swift
+    /// let observation = mirror.observe { todos in print(todos.count, "items") }
+    /// // …
+    /// observation.cancel()
+    /// ```
+    ///
+    /// - Parameter handler: Gets the records; must not block for long.
+    /// - Returns: Keep it as long as you want calls.
+    public func observe(_ handler: @escaping @Sendable ([Record]) -> Void) -> MirrorCancellable {
+        let wakeup = Wakeup()
+        let number = core.withLock { state in
+            let number = state.makeDeliveryNumber()
+            state.addObserver(number, wakeup)
+            return number
+        }
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let records = self?.currentRecords() else { return }
+                handler(records)
+                await wakeup.wait()
+            }
+        }
+        return MirrorCancellable { [weak self] in
+            task.cancel()
+            self?.core.withLock { $0.removeObserver(number) }
+        }
+    }
+
+    private func currentRecords() -> [Record]? {
+        core.withLock { $0.isClosed ? nil : $0.array.array }
+    }
+}
+
+/// Ends an observation started with ``Mirror/observe(_:)`` when cancelled or deallocated.
+public final class MirrorCancellable: Sendable {
+    private let action: Mutex<(@Sendable () -> Void)?>
+
+    init(_ action: @escaping @Sendable () -> Void) {
+        self.action = Mutex(action)
+    }
+
+    /// Ends the observation: the handler is not called again once a call in progress
+    /// returns. Calling it again does nothing.
+    public func cancel() {
+        let action = action.withLock { action in
+            defer { action = nil }
+            return action
+        }
+        action?()
+    }
+
+    deinit { cancel() }
+}

@@ -1,0 +1,175 @@
+import Foundation
+import Observation
+import Synchronization
+
+// The background task: pulls remote changes, commits local ones, retries.
+
+extension Mirror: ZoneHubMember {
+    func zoneChanged(upTo token: ChangeToken) {
+        if core.withLock({ $0.hint(token) }) { pullWakeup.signal() }
+    }
+}
+
+extension Mirror {
+    /// Starts the two background tasks: one pulls remote changes, the other commits local
+    /// ones, so that a slow commit does not hold back remote changes. Each runs its steps one
+    /// at a time, holds the mirror weakly except while it works, and ends with the mirror.
+    /// (While changes wait to be committed, the mirror holds itself; see
+    /// `MirrorState.drain(owner:)`.)
+    func startWorkers() {
+        let pullWakeup = self.pullWakeup
+        let commitWakeup = self.commitWakeup
+        let puller = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let deadline = await Mirror.work(self, pulling: true) else { return }
+                await pullWakeup.wait(until: deadline)
+            }
+        }
+        let committer = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let deadline = await Mirror.work(self, pulling: false) else { return }
+                await commitWakeup.wait(until: deadline)
+            }
+        }
+        workers.withLock { $0 = [puller, committer] }
+    }
+
+    /// Runs steps until there is nothing to do. Returns when to look again (`.some(nil)`:
+    /// only when woken), or `nil` when the mirror is gone. The strong reference it takes is
+    /// released when it returns, before the caller waits.
+    private static func work(_ mirror: Mirror?, pulling: Bool) async -> ContinuousClock.Instant?? {
+        guard let mirror else { return nil }
+        while !Task.isCancelled {
+            let step = mirror.core.withLock { state in
+                pulling ? state.nextPull(now: .now) : state.nextCommit(now: .now)
+            }
+            switch step {
+            case .work where pulling:
+                await mirror.pull()
+            case .work:
+                await mirror.commitNextBatch()
+            case .wait(let deadline):
+                return .some(deadline)
+            }
+        }
+        return nil
+    }
+
+    /// Pulls the changes since the mirror's token and applies them.
+    func pull() async {
+        let since = core.withLock { $0.beginPull() }
+        let set: ChangeSet
+        do {
+            set = try await database.changes(in: zone, since: since.token)
+        } catch {
+            let effects = core.withLock { state in
+                state.pullFailed(mirrorError(error, while: "reading changes"), now: .now)
+                return state.drain(owner: self)
+            }
+            deliver(effects)
+            return
+        }
+        let needDecoding = core.withLock { $0.recordsToDecode(in: set) }
+        var decoded: [String: Result<Record, any Error>] = [:]
+        for stored in needDecoding {
+            guard let fields = stored.fields else { continue }
+            decoded[stored.id] = Result { try decoder.decode(Record.self, from: fields) }
+        }
+        let mayChangeArray = set.isComplete || !needDecoding.isEmpty || set.records.contains(where: \.isDeleted)
+        if mayChangeArray { registrar.willSet(self, keyPath: \.dataModel) }
+        let effects = core.withLock { state in
+            state.applyPull(set, since: since, decoded: decoded)
+            return state.drain(owner: self)
+        }
+        if mayChangeArray { registrar.didSet(self, keyPath: \.dataModel) }
+        deliver(effects)
+    }
+
+    /// Commits the next batch of pending changes and handles the outcome.
+    func commitNextBatch() async {
+        let batch = core.withLock { $0.takeBatch(now: .now) }
+        guard !batch.isEmpty else { return }
+        var operations: [RecordOperation] = []
+        var sent: [PendingEntry<Record>] = []
+        var unencodable: [(PendingEntry<Record>, MirrorError)] = []
+        operations.reserveCapacity(batch.count)
+        sent.reserveCapacity(batch.count)
+        for entry in batch {
+            if let value = entry.value {
+                let fields: Data
+                if let resolved = entry.resolvedFields {
+                    fields = resolved
+                } else {
+                    do {
+                        fields = try encoder.encode(value)
+                    } catch {
+                        unencodable.append((entry, encodingError(entry.recordID, error)))
+                        continue
+                    }
+                }
+                operations.append(.save(
+                    entry.recordID, fields: fields, baseVersion: entry.baseVersion, timestamp: entry.timestamp))
+            } else {
+                operations.append(.delete(entry.recordID, baseVersion: entry.baseVersion, timestamp: entry.timestamp))
+            }
+            sent.append(entry)
+        }
+        if !unencodable.isEmpty {
+            let effects = core.withLock { state in
+                state.encodingFailed(unencodable)
+                return state.drain(owner: self)
+            }
+            deliver(effects)
+        }
+        guard !sent.isEmpty else { return }
+        let outcome: CommitOutcome
+        do {
+            outcome = try await database.commit(operations, to: zone)
+        } catch {
+            let blamed = (error as? MirrorError)?.recordIDs ?? []
+            let failure = mirrorError(error, while: "committing").adding(recordIDs: sent.map(\.recordID))
+            let effects = core.withLock { state in
+                state.commitFailed(sent, error: failure, blamed: blamed, now: .now)
+                return state.drain(owner: self)
+            }
+            deliver(effects)
+            return
+        }
+        if outcome.isApplied {
+            let effects = core.withLock { state in
+                state.commitApplied(sent, outcome: outcome)
+                return state.drain(owner: self)
+            }
+            membership.withLock { $0 }?.notifySiblings(upTo: outcome.token)
+            pullWakeup.signal()
+            deliver(effects)
+            return
+        }
+        let (conflicts, policy, writerID) = core.withLock { state in
+            (state.commitConflicted(sent, outcome: outcome), state.policy, state.writerID)
+        }
+        let resolutions = conflicts.map { resolve($0, policy: policy, writerID: writerID) }
+        registrar.willSet(self, keyPath: \.dataModel)
+        let effects = core.withLock { state in
+            for (conflict, resolution) in zip(conflicts, resolutions) { state.apply(resolution, to: conflict) }
+            return state.drain(owner: self)
+        }
+        registrar.didSet(self, keyPath: \.dataModel)
+        deliver(effects)
+    }
+
+    /// A ``MirrorError`` for anything a database threw, with the mirror's context.
+    func mirrorError(_ error: any Error, while activity: String) -> MirrorError {
+        let mirrorError = (error as? MirrorError)
+            ?? (error is CancellationError
+                ? MirrorError(.cancelled, "\(activity) was cancelled", underlying: error)
+                : MirrorError(.ioFailure, "\(activity) failed: \(error)", underlying: error))
+        return mirrorError.adding(recordType: zone.recordType, scope: zone.scope)
+    }
+
+    func encodingError(_ recordID: String, _ error: any Error) -> MirrorError {
+        MirrorError(
+            .encodingFailed, "record \(recordID) could not be encoded as a JSON object: \(error)",
+            recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope, underlying: error)
+    }
+}

@@ -1,0 +1,298 @@
+import Foundation
+import Observation
+import Synchronization
+
+/// An in-memory array of records that stays in sync with a database.
+///
+/// A mirror holds every stored record of one ``Recordable`` type in one scope, in
+/// ``dataModel``. Read it from any thread; mutate it like an array. Each mutation is applied
+/// to the array at once and committed to the database in the background, in order and in
+/// batches. Changes made by other mirrors, processes or writers of the database arrive by
+/// themselves.
+///
+/// ```swift
+/// struct Todo: Recordable {
+///     var id = UUID()
+///     var title: String
+///     var done = false
+/// }
+///
+/// let mirror = try await Mirror<Todo>(database: database)
+/// mirror.dataModel.append(Todo(title: "Milk"))
+/// mirror.dataModel[0].done = true
+/// try await mirror.flush()          // both changes are durable now
+/// ```
+///
+/// ## Loading
+///
+/// The initializer loads: when it returns, ``dataModel`` holds every stored record of the
+/// zone that decodes as `Record`, ordered by record id. (Records that no longer decode are
+/// reported once each, as ``MirrorError/Kind/decodingFailed``, skipped, and left untouched
+/// in the database.) After that, the order is yours: records added by other writers are
+/// appended at the end.
+///
+/// ## Committing
+///
+/// `append`, `insert`, `dataModel[i].field = x`, `remove(at:)`, `removeLast()`,
+/// `removeAll()`, `sort()` and assigning a whole array all work. A mutation that changes a
+/// record (even only one of its fields) becomes a save; one that removes a record becomes a
+/// delete; one that only reorders records changes nothing in the database. Several changes
+/// to one record made before it is committed are committed as one, and a record created
+/// and deleted before it is committed is never stored. The cost of a mutation of one
+/// element does not depend on the number of records; assigning a whole array costs time in
+/// proportion to its length.
+///
+/// Records are stored as JSON objects, encoded with `JSONEncoder` (sorted keys, default
+/// strategies: dates as seconds since 2001, data as Base64), so that they decode back to
+/// equal values.
+///
+/// A change that cannot be committed stays pending (``pendingChanges``) and is never dropped
+/// while the process runs. A transient failure (see ``MirrorError/Kind/isTransient``) is
+/// retried with exponential backoff (``MirrorConfiguration``); any other failure puts the
+/// change on hold until the record changes again or ``flush()`` is called. Every failure is
+/// reported once: as a `Notification` named `.mirrorError` whose `object` is the
+/// ``MirrorError``, on ``errors``, and as ``lastError``.
+///
+/// ## Conflicts
+///
+/// Each commit says which stored version its change was based on. When another writer
+/// changed the record since, ``conflictPolicy`` settles it (``ConflictPolicy/changedKeys`` by
+/// default: a three-way merge by field) and the result is committed. A delete wins over a
+/// concurrent edit. While a local change is pending, ``dataModel`` shows the local value,
+/// even when another writer changed the record meanwhile.
+///
+/// ## Several mirrors
+///
+/// Mirrors of one record type and scope on one database, in one process, share one
+/// subscription to the database and see each other's commits as soon as they are applied,
+/// each change exactly once.
+///
+/// ## Observing
+///
+/// - ``changes``: an `AsyncSequence` of ``MirrorChange``s (inserted, updated or removed;
+///   local or remote; pending or committed).
+/// - The Observation framework: `Mirror` is `Observable`; reading ``dataModel`` inside
+///   `withObservationTracking` (or a SwiftUI view) tracks it.
+/// - ``observe(_:)``: a closure called with the current records, then after every change.
+///
+/// > Important: A mirror stops its work when it is deallocated: its subscription, its
+/// > observers and its background task end. While changes wait to be committed, its
+/// > background task keeps it alive until they are; call ``flush()`` to know when.
+///
+/// > Important: `Mirror` hides the standard library's `Mirror` in files that import
+/// > MagicMirror; write `Swift.Mirror(reflecting:)` there.
+public final class Mirror<Record: Recordable>: Sendable {
+    /// The database the mirror reads and commits to.
+    public let database: any RecordDatabase
+    /// The zone the mirror holds: its record type, scope and (for the private scope) user.
+    public let zone: ZoneID
+
+    let core: MirrorLock<MirrorState<Record>>
+    let registrar = ObservationRegistrar()
+    /// Wakes the committing task: local changes, flushes.
+    let commitWakeup = Wakeup()
+    /// Wakes the pulling task: notifications.
+    let pullWakeup = Wakeup()
+    let workers = Mutex<[Task<Void, Never>]>([])
+    let membership = Mutex<ZoneHubMembership?>(nil)
+    let encoder: JSONEncoder
+    let decoder = JSONDecoder()
+
+    /// Opens a mirror of `Record` in `scope` of `database` and loads every stored record.
+    ///
+    /// When it returns, ``dataModel`` holds every stored record of the zone (see "Loading"
+    /// above). The mirror then follows every change to the zone until it is deallocated.
+    ///
+    /// ```swift
+    /// let todos = try await Mirror<Todo>(database: database)
+    /// let mine = try await Mirror<Todo>(database: database, scope: .private)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - database: The database to mirror.
+    ///   - scope: The scope of the records; ``Scope/public`` by default.
+    ///   - user: The owner of the private zone to mirror; the operating-system account
+    ///     running the process by default. Ignored for the public scope.
+    ///   - conflictPolicy: How to settle conflicts; ``ConflictPolicy/changedKeys`` by default.
+    ///   - configuration: Retry and batching settings.
+    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid record type or user name,
+    ///   ``MirrorError/Kind/accountUnavailable`` when the private scope's user cannot be
+    ///   determined, and whatever the database throws while loading.
+    public init(
+        database: any RecordDatabase,
+        scope: Scope = .public,
+        user: String? = nil,
+        conflictPolicy: ConflictPolicy<Record> = .changedKeys,
+        configuration: MirrorConfiguration = MirrorConfiguration()
+    ) async throws {
+        let zone = try Self.zone(scope: scope, user: user)
+        try zone.validate()
+        self.database = database
+        self.zone = zone
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        self.encoder = encoder
+        self.core = MirrorLock(MirrorState(
+            zone: zone, writerID: database.writerID, configuration: configuration, policy: conflictPolicy))
+        // Join before loading, so that nothing committed after the load is missed.
+        let membership = try ZoneHub.join(self, database: database, zone: zone)
+        self.membership.withLock { $0 = membership }
+        let set = try await database.fetchAll(in: zone)
+        var decoded: [String: Result<Record, any Error>] = [:]
+        decoded.reserveCapacity(set.records.count)
+        for stored in set.records {
+            guard let fields = stored.fields else { continue }
+            decoded[stored.id] = Result { try decoder.decode(Record.self, from: fields) }
+        }
+        let effects = core.withLock { state in
+            state.load(set, decoded: decoded)
+            return state.drain(owner: self)
+        }
+        deliver(effects)
+        startWorkers()
+    }
+
+    private static func zone(scope: Scope, user: String?) throws -> ZoneID {
+        switch scope {
+        case .public:
+            return .public(Record.recordType)
+        case .private:
+            guard let owner = user ?? CurrentUser.accountName() else {
+                throw MirrorError(
+                    .accountUnavailable,
+                    "cannot tell which user runs this process; pass user: to open a private mirror",
+                    recordType: Record.recordType, scope: .private)
+            }
+            return .private(Record.recordType, user: owner)
+        }
+    }
+
+    deinit {
+        for task in workers.withLock({ $0 }) { task.cancel() }
+        commitWakeup.signal()
+        pullWakeup.signal()
+        membership.withLock { $0?.leave() }
+        let ended = core.withLock { $0.close() }
+        for continuation in ended.changes { continuation.finish() }
+        for continuation in ended.errors { continuation.finish() }
+        for observer in ended.observers { observer.signal() }
+    }
+
+    // MARK: The array
+
+    /// Every record of the zone, with local changes applied at once.
+    ///
+    /// Read it from any thread. Mutate it like an array; each mutation is committed in the
+    /// background (see "Committing" above). It is a ``RecordArray``; its ``RecordArray/array``
+    /// is a plain `[Record]`.
+    ///
+    /// > Important: Mutate it synchronously. The mirror is locked while a mutation runs, so
+    /// > other threads wait for it, and reading the mirror from inside the mutation (for
+    /// > example in a `removeAll(where:)` predicate) is an overlapping access that stops the
+    /// > program, as it would for a variable. Read what you need first.
+    public var dataModel: RecordArray<Record> {
+        get {
+            registrar.access(self, keyPath: \.dataModel)
+            core.lock()
+            defer { core.unlock() }
+            precondition(!core.isYielded, Self.overlappingAccess)
+            return core.value.array
+        }
+        set {
+            registrar.willSet(self, keyPath: \.dataModel)
+            core.lock()
+            precondition(!core.isYielded, Self.overlappingAccess)
+            let changed = core.value.replaceAll(with: newValue)
+            let effects = core.value.drain(owner: self)
+            core.unlock()
+            registrar.didSet(self, keyPath: \.dataModel)
+            deliver(effects)
+            if changed { commitWakeup.signal() }
+        }
+        _modify {
+            registrar.willSet(self, keyPath: \.dataModel)
+            core.lock()
+            precondition(!core.isYielded, Self.overlappingAccess)
+            core.isYielded = true
+            let session = core.value.beginLocalMutation()
+            defer {
+                core.isYielded = false
+                let changed = core.value.endLocalMutation(session: session)
+                let effects = core.value.drain(owner: self)
+                core.unlock()
+                registrar.didSet(self, keyPath: \.dataModel)
+                deliver(effects)
+                if changed { commitWakeup.signal() }
+            }
+            yield &core.value.array
+        }
+    }
+
+    private static var overlappingAccess: String {
+        "Mirror<\(Record.self)>.dataModel was accessed while it was being mutated (overlapping access)"
+    }
+
+    // MARK: Committing
+
+    /// Returns when every change made before the call is committed (or settled by the
+    /// conflict policy, which may drop it in favour of another writer's change).
+    ///
+    /// Changes waiting for a retry are tried again at once, including those put on hold
+    /// after a failure that retrying cannot fix.
+    ///
+    /// ```swift
+    /// mirror.dataModel.append(todo)
+    /// try await mirror.flush()   // the new record is durable now
+    /// ```
+    ///
+    /// - Throws: The ``MirrorError`` of a change made before the call that could not be
+    ///   committed. The change stays pending and keeps being retried when the failure is
+    ///   transient. ``MirrorError/Kind/cancelled`` when the calling task is cancelled.
+    public func flush() async throws {
+        let number = core.withLock { $0.makeDeliveryNumber() }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                core.withLock { $0.addFlushWaiter(number, continuation) }
+                commitWakeup.signal()
+            }
+        } onCancel: {
+            core.withLock { $0.cancelFlushWaiter(number) }
+        }
+    }
+
+    /// The local changes not committed yet, oldest first.
+    public var pendingChanges: [PendingChange] {
+        core.withLock { $0.pendingChanges }
+    }
+
+    /// Whether any local change is not committed yet.
+    public var hasPendingChanges: Bool {
+        core.withLock { $0.hasPendingChanges }
+    }
+
+    /// The most recent failure, or `nil` if nothing failed yet. A later success does not
+    /// clear it; ``pendingChanges`` says what is still waiting.
+    public var lastError: MirrorError? {
+        registrar.access(self, keyPath: \.lastError)
+        return core.withLock { $0.lastError }
+    }
+
+    /// How conflicts with other writers are settled; ``ConflictPolicy/changedKeys`` unless
+    /// set otherwise. A new policy applies to the conflicts found after it is set.
+    public var conflictPolicy: ConflictPolicy<Record> {
+        get { core.withLock { $0.policy } }
+        set { core.withLock { $0.policy = newValue } }
+    }
+
+    /// Posts errors and wakes observers after a locked section.
+    func deliver(_ effects: MirrorState<Record>.Effects) {
+        if !effects.errors.isEmpty {
+            registrar.willSet(self, keyPath: \.lastError)
+            registrar.didSet(self, keyPath: \.lastError)
+            for error in effects.errors {
+                NotificationCenter.default.post(name: .mirrorError, object: error)
+            }
+        }
+        for observer in effects.observers { observer.signal() }
+    }
+}

@@ -1,0 +1,44 @@
+/// Tuning for how a ``Mirror`` commits its changes.
+///
+/// The defaults suit applications; tests shorten ``retryDelay`` so retries happen quickly:
+///
+/// ```swift
+/// let mirror = try await Mirror<Todo>(
+///     database: database,
+///     configuration: MirrorConfiguration(retryDelay: .milliseconds(5)))
+/// ```
+public struct MirrorConfiguration: Sendable {
+    /// How long to wait before the first retry of a commit that failed transiently. Each
+    /// further consecutive failure doubles the wait, up to ``maximumRetryDelay``.
+    public var retryDelay: Duration
+    /// The longest wait between retries.
+    public var maximumRetryDelay: Duration
+    /// The most changes committed together in one batch.
+    public var maximumBatchSize: Int
+
+    /// Creates a configuration.
+    ///
+    /// - Parameters:
+    ///   - retryDelay: The wait before the first retry; 100 ms by default.
+    ///   - maximumRetryDelay: The longest wait between retries; 30 s by default.
+    ///   - maximumBatchSize: The most changes per commit; 500 by default.
+    public init(
+        retryDelay: Duration = .milliseconds(100),
+        maximumRetryDelay: Duration = .seconds(30),
+        maximumBatchSize: Int = 500
+    ) {
+        self.retryDelay = retryDelay
+        self.maximumRetryDelay = max(maximumRetryDelay, retryDelay)
+        self.maximumBatchSize = max(1, maximumBatchSize)
+    }
+
+    /// The wait before retry number `failures` (1 for the first retry).
+    package func delay(afterFailures failures: Int) -> Duration {
+        var delay = retryDelay
+        for _ in 1..<max(1, min(failures, 40)) {
+            delay *= 2
+            if delay >= maximumRetryDelay { return maximumRetryDelay }
+        }
+        return min(delay, maximumRetryDelay)
+    }
+}

@@ -1,0 +1,412 @@
+/// The array of records a ``Mirror`` holds: it reads and mutates like `Array`, and tells the
+/// mirror which records each mutation touched.
+///
+/// `Mirror.dataModel` is a `RecordArray`. Use it as you would use an array:
+///
+/// ```swift
+/// mirror.dataModel.append(Todo(title: "Milk"))
+/// mirror.dataModel[0].done = true
+/// mirror.dataModel.remove(at: 1)
+/// for todo in mirror.dataModel where !todo.done { print(todo.title) }
+/// let plain: [Todo] = mirror.dataModel.array
+/// ```
+///
+/// It is a `RandomAccessCollection`, `MutableCollection` and `RangeReplaceableCollection`
+/// with `Int` indices, and an array literal makes one. ``array`` returns the records as a
+/// standard `Array` without copying them.
+///
+/// A mirror's array also keeps an index from record id to position, so the mirror finds a
+/// record in constant time (``firstIndex(ofRecordID:)``), and each mutation notes the ids it
+/// touched. That is what lets `mirror.dataModel[i].title = "x"` cost the same with ten
+/// records or a hundred thousand.
+///
+/// > Important: Within one mirror, record ids are unique. A mutation that leaves two records
+/// > with one id in `Mirror.dataModel` keeps one of them (the one the mirror already had, or
+/// > the first) and reports ``MirrorError/Kind/invalidRecord``.
+public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCollection,
+    RangeReplaceableCollection, ExpressibleByArrayLiteral, Sendable
+{
+    /// The records.
+    public typealias Element = Record
+    /// Positions are offsets from the start, as in `Array`.
+    public typealias Index = Int
+    /// The valid positions.
+    public typealias Indices = Range<Int>
+    /// A contiguous part of the array.
+    public typealias SubSequence = Slice<RecordArray<Record>>
+
+    /// The records, in order.
+    private var elements: [Record]
+    /// Present in a mirror's array only; `nil` in arrays made by other code.
+    private var tracking: Tracking?
+
+    /// The id → position index of a mirror's array, and the log of the current mutation.
+    struct Tracking: Sendable {
+        /// Holds exactly the ids in the array (unless `hasDuplicates`). A position below
+        /// `validBelow` is exact; a position at or above it may be stale after an insertion
+        /// or removal in the middle, and is checked before it is used.
+        var positions: [String: Int]
+        var validBelow: Int
+        /// Set when an id was added while already present; lookups then fall back to scans
+        /// until the positions are rebuilt.
+        var hasDuplicates = false
+        /// The ids touched since ``beginLog(session:)``; `nil` when no mutation is logged.
+        var log: ChangeLog?
+    }
+
+    /// The ids one mutation touched, in the order it touched them.
+    package struct ChangeLog: Sendable, Equatable {
+        package let session: UInt64
+        package var touched: [String] = []
+        var touchedSet: Set<String> = []
+        package var sawDuplicate = false
+    }
+
+    // MARK: Creating
+
+    /// Creates an empty array.
+    public init() {
+        elements = []
+    }
+
+    /// Creates an array of the given records.
+    public init<S: Sequence>(_ records: S) where S.Element == Record {
+        elements = Array(records)
+    }
+
+    /// Creates an array of the given records.
+    public init(arrayLiteral records: Record...) {
+        elements = records
+    }
+
+    /// The records as a standard array. Constant time: the storage is shared, not copied.
+    public var array: [Record] { elements }
+
+    // MARK: Collection
+
+    /// Always 0.
+    public var startIndex: Int { 0 }
+    /// The number of records: one past the last position.
+    public var endIndex: Int { elements.count }
+    /// The number of records.
+    public var count: Int { elements.count }
+    /// Whether there are no records.
+    public var isEmpty: Bool { elements.isEmpty }
+    /// `0..<count`.
+    public var indices: Range<Int> { 0..<elements.count }
+    /// `i + 1`.
+    public func index(after i: Int) -> Int { i + 1 }
+    /// `i - 1`.
+    public func index(before i: Int) -> Int { i - 1 }
+    /// `i + distance`.
+    public func index(_ i: Int, offsetBy distance: Int) -> Int { i + distance }
+    /// `end - start`.
+    public func distance(from start: Int, to end: Int) -> Int { end - start }
+
+    /// The record at `position`.
+    ///
+    /// Setting it, or changing one of its fields in place (`array[i].title = "x"`), takes
+    /// constant time.
+    public subscript(position: Int) -> Record {
+        get { elements[position] }
+        set {
+            guard tracking != nil else {
+                elements[position] = newValue
+                return
+            }
+            let oldID = elements[position].recordID
+            let newID = newValue.recordID
+            noteTouched(oldID)
+            if newID == oldID {
+                elements[position] = newValue
+                return
+            }
+            noteTouched(newID)
+            unregister(oldID)
+            elements[position] = newValue
+            register(newID, at: position)
+        }
+        _modify {
+            if tracking == nil {
+                yield &elements[position]
+            } else {
+                let oldID = elements[position].recordID
+                noteTouched(oldID)
+                defer {
+                    let newID = elements[position].recordID
+                    if newID != oldID {
+                        noteTouched(newID)
+                        unregister(oldID)
+                        register(newID, at: position)
+                    }
+                }
+                yield &elements[position]
+            }
+        }
+    }
+
+    /// Calls `body` with the records' contiguous storage.
+    public func withContiguousStorageIfAvailable<R>(
+        _ body: (UnsafeBufferPointer<Record>) throws -> R
+    ) rethrows -> R? {
+        try elements.withContiguousStorageIfAvailable(body)
+    }
+
+    /// Exchanges two records. Constant time; reorders without changing any record.
+    public mutating func swapAt(_ i: Int, _ j: Int) {
+        guard i != j else { return }
+        elements.swapAt(i, j)
+        guard tracking != nil, !tracking!.hasDuplicates else { return }
+        tracking!.positions[elements[i].recordID] = i
+        tracking!.positions[elements[j].recordID] = j
+    }
+
+    // MARK: RangeReplaceableCollection
+
+    /// Replaces the records in `subrange` with `newElements`.
+    ///
+    /// Takes time in proportion to the records replaced and inserted, plus the records after
+    /// them when the count changes (as for `Array`).
+    public mutating func replaceSubrange<C: Collection>(
+        _ subrange: Range<Int>, with newElements: C
+    ) where C.Element == Record {
+        guard tracking != nil else {
+            elements.replaceSubrange(subrange, with: newElements)
+            return
+        }
+        let oldCount = elements.count
+        let added = Array(newElements)
+        for index in subrange {
+            let id = elements[index].recordID
+            noteTouched(id)
+            unregister(id)
+        }
+        for record in added { noteTouched(record.recordID) }
+        elements.replaceSubrange(subrange, with: added)
+        if added.count != subrange.count, subrange.upperBound < oldCount {
+            shifted(from: subrange.lowerBound)
+        }
+        for (offset, record) in added.enumerated() {
+            register(record.recordID, at: subrange.lowerBound + offset)
+        }
+    }
+
+    /// Reserves room for `minimumCapacity` records.
+    public mutating func reserveCapacity(_ minimumCapacity: Int) {
+        elements.reserveCapacity(minimumCapacity)
+        tracking?.positions.reserveCapacity(minimumCapacity)
+    }
+
+    /// Adds a record at the end. Amortized constant time.
+    public mutating func append(_ record: Record) {
+        guard tracking != nil else {
+            elements.append(record)
+            return
+        }
+        let id = record.recordID
+        noteTouched(id)
+        elements.append(record)
+        register(id, at: elements.count - 1)
+    }
+
+    /// Adds records at the end.
+    public mutating func append<S: Sequence>(contentsOf records: S) where S.Element == Record {
+        guard tracking != nil else {
+            elements.append(contentsOf: records)
+            return
+        }
+        for record in records { append(record) }
+    }
+
+    /// Inserts a record at `index`, moving the records after it (as for `Array`).
+    public mutating func insert(_ record: Record, at index: Int) {
+        guard tracking != nil else {
+            elements.insert(record, at: index)
+            return
+        }
+        let id = record.recordID
+        noteTouched(id)
+        elements.insert(record, at: index)
+        if index < elements.count - 1 { shifted(from: index) }
+        register(id, at: index)
+    }
+
+    /// Removes and returns the record at `index`, moving the records after it (as for
+    /// `Array`).
+    @discardableResult
+    public mutating func remove(at index: Int) -> Record {
+        let record = elements.remove(at: index)
+        if tracking != nil {
+            let id = record.recordID
+            noteTouched(id)
+            unregister(id)
+            if index < elements.count { shifted(from: index) }
+        }
+        return record
+    }
+
+    /// Removes and returns the last record. Constant time.
+    @discardableResult
+    public mutating func removeLast() -> Record {
+        precondition(!elements.isEmpty, "Can't remove last element from an empty collection")
+        return remove(at: elements.count - 1)
+    }
+
+    /// Removes and returns the first record, moving the others.
+    @discardableResult
+    public mutating func removeFirst() -> Record {
+        precondition(!elements.isEmpty, "Can't remove first element from an empty collection")
+        return remove(at: 0)
+    }
+
+    /// Removes every record.
+    public mutating func removeAll(keepingCapacity keepCapacity: Bool = false) {
+        if tracking != nil {
+            for record in elements { noteTouched(record.recordID) }
+            tracking!.positions.removeAll(keepingCapacity: keepCapacity)
+            tracking!.validBelow = 0
+            tracking!.hasDuplicates = false
+        }
+        elements.removeAll(keepingCapacity: keepCapacity)
+    }
+
+    /// Removes the records that satisfy `shouldBeRemoved`, keeping the others in order.
+    /// Calls the predicate once per record; removes nothing when it throws.
+    public mutating func removeAll(where shouldBeRemoved: (Record) throws -> Bool) rethrows {
+        var kept: [Record] = []
+        kept.reserveCapacity(elements.count)
+        var removed: [String] = []
+        var firstRemoved: Int?
+        for (index, record) in elements.enumerated() {
+            if try shouldBeRemoved(record) {
+                if firstRemoved == nil { firstRemoved = index }
+                if tracking != nil { removed.append(record.recordID) }
+            } else {
+                kept.append(record)
+            }
+        }
+        guard let firstRemoved else { return }
+        elements = kept
+        guard tracking != nil else { return }
+        for id in removed {
+            noteTouched(id)
+            unregister(id)
+        }
+        shifted(from: firstRemoved)
+    }
+
+    // MARK: Finding records by id
+
+    /// The position of the record with the given id, or `nil`.
+    ///
+    /// Constant time on a mirror's array; a linear scan on arrays made by other code.
+    public func firstIndex(ofRecordID recordID: String) -> Int? {
+        if let tracking, !tracking.hasDuplicates {
+            guard let position = tracking.positions[recordID] else { return nil }
+            if position < elements.count, elements[position].recordID == recordID { return position }
+        }
+        return elements.firstIndex { $0.recordID == recordID }
+    }
+
+    // MARK: Tracking (for the mirror)
+
+    /// Whether the array keeps an id index.
+    package var isTracked: Bool { tracking != nil }
+
+    /// Whether two records share an id (only known for a tracked array; `false` otherwise).
+    package var mayHaveDuplicates: Bool { tracking?.hasDuplicates ?? false }
+
+    /// Starts keeping an id index. Linear time.
+    package mutating func startTracking() {
+        tracking = Tracking(positions: [:], validBelow: 0)
+        rebuildPositions()
+    }
+
+    /// Rebuilds the id index from scratch. Linear time.
+    package mutating func rebuildPositions() {
+        guard tracking != nil else { return }
+        var positions: [String: Int] = [:]
+        positions.reserveCapacity(elements.count)
+        var duplicates = false
+        for (index, record) in elements.enumerated() {
+            if positions.updateValue(index, forKey: record.recordID) != nil { duplicates = true }
+        }
+        tracking!.positions = positions
+        tracking!.validBelow = elements.count
+        tracking!.hasDuplicates = duplicates
+    }
+
+    /// Starts logging the ids that mutations touch.
+    package mutating func beginLog(session: UInt64) {
+        tracking?.log = ChangeLog(session: session)
+    }
+
+    /// Stops logging and returns the log of `session`; `nil` when the array no longer holds
+    /// it (the array was replaced as a whole during the mutation).
+    package mutating func endLog(session: UInt64) -> ChangeLog? {
+        guard tracking != nil, let log = tracking!.log else { return nil }
+        tracking!.log = nil
+        return log.session == session ? log : nil
+    }
+
+    /// The position of the record with the given id; repairs stale index entries.
+    package mutating func position(of recordID: String) -> Int? {
+        guard tracking != nil else { return elements.firstIndex { $0.recordID == recordID } }
+        if tracking!.hasDuplicates { return elements.firstIndex { $0.recordID == recordID } }
+        guard let position = tracking!.positions[recordID] else { return nil }
+        if position < elements.count, elements[position].recordID == recordID { return position }
+        for index in tracking!.validBelow..<elements.count {
+            tracking!.positions[elements[index].recordID] = index
+        }
+        tracking!.validBelow = elements.count
+        if let repaired = tracking!.positions[recordID], repaired < elements.count,
+           elements[repaired].recordID == recordID {
+            return repaired
+        }
+        return elements.firstIndex { $0.recordID == recordID }
+    }
+
+    /// The record with the given id.
+    package mutating func record(withID recordID: String) -> Record? {
+        position(of: recordID).map { elements[$0] }
+    }
+
+    private mutating func noteTouched(_ id: String) {
+        guard tracking?.log != nil else { return }
+        if tracking!.log!.touchedSet.insert(id).inserted {
+            tracking!.log!.touched.append(id)
+        }
+    }
+
+    private mutating func register(_ id: String, at position: Int) {
+        if tracking!.positions[id] != nil {
+            tracking!.hasDuplicates = true
+            tracking!.log?.sawDuplicate = true
+        } else {
+            tracking!.positions[id] = position
+        }
+    }
+
+    private mutating func unregister(_ id: String) {
+        guard !tracking!.hasDuplicates else { return }
+        tracking!.positions[id] = nil
+    }
+
+    private mutating func shifted(from position: Int) {
+        tracking!.validBelow = Swift.min(tracking!.validBelow, position)
+    }
+}
+
+extension RecordArray: Equatable {
+    /// Two arrays are equal when they hold equal records in the same order.
+    public static func == (lhs: RecordArray, rhs: RecordArray) -> Bool {
+        lhs.elements == rhs.elements
+    }
+}
+
+extension RecordArray: CustomStringConvertible, CustomDebugStringConvertible {
+    /// The records, written as an array.
+    public var description: String { elements.description }
+    /// The records, written as an array, with the type's name.
+    public var debugDescription: String { "RecordArray(\(elements.debugDescription))" }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import MagicMirror
+
+/// Encodes and decodes ``Recordable`` values as stored fields, for the simulated writers
+/// and the typed inspection of ``InMemoryDatabase``.
+///
+/// The bytes are a JSON object with sorted keys and the encoder's default strategies.
+enum RecordCoding {
+    /// The fields of `record`.
+    static func encode<Record: Recordable>(_ record: Record, scope: Scope) throws(MirrorError) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        do {
+            return try encoder.encode(record)
+        } catch {
+            throw MirrorError(
+                .encodingFailed, "record \(record.recordID) could not be encoded: \(error)",
+                recordIDs: [record.recordID], recordType: Record.recordType, scope: scope, underlying: error)
+        }
+    }
+
+    /// The record stored as `stored`.
+    static func decode<Record: Recordable>(
+        _ type: Record.Type, from stored: StoredRecord, scope: Scope
+    ) throws(MirrorError) -> Record {
+        guard let fields = stored.fields else {
+            throw MirrorError(
+                .notFound, "record \(stored.id) is deleted", recordIDs: [stored.id],
+                recordType: Record.recordType, scope: scope)
+        }
+        do {
+            return try JSONDecoder().decode(Record.self, from: fields)
+        } catch {
+            throw MirrorError(
+                .decodingFailed, "stored record \(stored.id) does not decode as \(Record.self): \(error)",
+                recordIDs: [stored.id], recordType: Record.recordType, scope: scope, underlying: error)
+        }
+    }
+
+    /// The zone of a record type in a scope, for the typed methods' `scope` and `user`.
+    static func zone<Record: Recordable>(
+        of type: Record.Type, scope: Scope, user: String?
+    ) throws(MirrorError) -> ZoneID {
+        switch (scope, user) {
+        case (.public, nil):
+            return .public(Record.recordType)
+        case (.private, let user?):
+            return .private(Record.recordType, user: user)
+        case (.public, let user?):
+            throw MirrorError(
+                .invalidName, "a public zone has no user, but user \(String(reflecting: user)) was given",
+                recordType: Record.recordType, scope: scope)
+        case (.private, nil):
+            throw MirrorError(
+                .invalidName, "a private zone needs a user name: pass user:",
+                recordType: Record.recordType, scope: scope)
+        }
+    }
+}

@@ -1,0 +1,291 @@
+import Foundation
+import MagicMirror
+import Testing
+
+/// The directory watcher behind cross-process notifications, with the platform mechanism
+/// (inotify / kqueue) and with the `stat` poll fallback.
+@Suite struct DirectoryWatcherTests {
+    static let methods: [DirectoryWatcher.Method] = [.native, .polling]
+    /// Short, so polled tests are quick; the watcher itself defaults to 250 ms.
+    static let pollInterval = Duration.milliseconds(20)
+
+    /// A watcher whose events go to a recorder.
+    private func watcher(
+        _ method: DirectoryWatcher.Method, ignoring: Set<String> = [], nativeWatchLimit: Int = .max
+    ) -> (DirectoryWatcher, EventRecorder<String>) {
+        let recorder = EventRecorder<String>()
+        let watcher = DirectoryWatcher(
+            method: method, pollInterval: Self.pollInterval, ignoring: ignoring,
+            nativeWatchLimit: nativeWatchLimit
+        ) { recorder.record($0) }
+        return (watcher, recorder)
+    }
+
+    private func makeDirectory(_ temporary: TemporaryDirectory, _ name: String) throws -> String {
+        let path = temporary.path + "/" + name
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    private func write(_ text: String, to path: String) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    private func append(_ text: String, to path: String) throws {
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(text.utf8))
+    }
+
+    /// Writes a file under a temporary name and renames it over `path`, as compaction does.
+    private func replace(_ path: String, with text: String) throws {
+        let temporary = path + ".tmp"
+        try write(text, to: temporary)
+        guard rename(temporary, path) == 0 else { throw POSIXError(.EIO) }
+    }
+
+    @Test(arguments: methods)
+    func reportsAnAppendToAFile(method: DirectoryWatcher.Method) async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let zone = try makeDirectory(temporary, "Todo")
+        try write("{\"seq\":1}\n", to: zone + "/journal-1.ndjson")
+        let (watcher, events) = watcher(method)
+        try watcher.add(zone)
+        #expect(watcher.method(for: zone) == method)
+
+        try append("{\"seq\":2}\n", to: zone + "/journal-1.ndjson")
+        #expect(await events.wait(for: zone))
+        #expect(Set(events.events) == [zone])
+    }
+
+    @Test(arguments: methods)
+    func reportsANewFile(method: DirectoryWatcher.Method) async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let zone = try makeDirectory(temporary, "Todo")
+        let (watcher, events) = watcher(method)
+        try watcher.add(zone)
+
+        try write("{}\n", to: zone + "/journal-1.ndjson")
+        #expect(await events.wait(for: zone))
+    }
+
+    /// Compaction renames a new file over the journal: the watch is on the directory, so it
+    /// survives, and appends to the new file are reported too.
+    @Test(arguments: methods)
+    func followsAFileRenamedOverAnother(method: DirectoryWatcher.Method) async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let zone = try makeDirectory(temporary, "Todo")
+        let journal = zone + "/journal.ndjson"
+        try write("{\"seq\":1}\n", to: journal)
+        let (watcher, events) = watcher(method)
+        try watcher.add(zone)
+
+        try replace(journal, with: "{\"seq\":1}\n{\"seq\":2}\n")
+        #expect(await events.wait(for: zone))
+        // Wait for a round with nothing pending, then append to the renamed-in file.
+        let fence = try makeDirectory(temporary, "Fence")
+        try watcher.add(fence)
+        try write("x", to: fence + "/file")
+        #expect(await events.wait(for: fence))
+        let seen = events.count(zone)
+
+        try append("{\"seq\":3}\n", to: journal)
+        #expect(await events.wait(for: zone, count: seen + 1))
+    }
+
+    /// Changes to an ignored name (a lock file) are not reported. A change in a second
+    /// directory, made afterwards, is a fence: once it is reported, every earlier event
+    /// was handled (one inotify queue, or one poll round, for both).
+    @Test(arguments: methods)
+    func ignoredNamesAreNotReported(method: DirectoryWatcher.Method) async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let zone = try makeDirectory(temporary, "Todo")
+        let fence = try makeDirectory(temporary, "Fence")
+        try write("", to: zone + "/lock")
+        let (watcher, events) = watcher(method, ignoring: ["lock"])
+        try watcher.add(zone)
+        try watcher.add(fence)
+
+        try write("locked by 42", to: zone + "/lock")
+        try write("x", to: fence + "/file")
+        #expect(await events.wait(for: fence))
+        #expect(events.count(zone) == 0)
+
+        try append("{}\n", to: zone + "/lock")
+        try write("{}\n", to: zone + "/journal-1.ndjson")
+        #expect(await events.wait(for: zone))
+    }
+
+    @Test(arguments: methods)
+    func removedDirectoryIsNoLongerReported(method: DirectoryWatcher.Method) async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let first = try makeDirectory(temporary, "First")
+        let second = try makeDirectory(temporary, "Second")
+        let (watcher, events) = watcher(method)
+        try watcher.add(first)
+        try watcher.add(second)
+        try watcher.add(second)  // adding twice changes nothing
+        #expect(watcher.directories == [first, second])
+
+        watcher.remove(first)
+        #expect(watcher.directories == [second])
+        #expect(watcher.method(for: first) == nil)
+        try write("1", to: first + "/file")
+        try write("2", to: second + "/file")
+        #expect(await events.wait(for: second))
+        #expect(events.count(first) == 0)
+
+        // Watching it again works.
+        try watcher.add(first)
+        try write("3", to: first + "/other")
+        #expect(await events.wait(for: first))
+    }
+
+    /// After `cancel()` nothing is reported. A second watcher on the same directory shows
+    /// when the changes were visible.
+    @Test(arguments: methods)
+    func reportsNothingAfterCancel(method: DirectoryWatcher.Method) async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let zone = try makeDirectory(temporary, "Todo")
+        let (cancelled, cancelledEvents) = watcher(method)
+        let (control, controlEvents) = watcher(method)
+        try cancelled.add(zone)
+        try control.add(zone)
+
+        cancelled.cancel()
+        cancelled.cancel()  // twice is fine
+        #expect(cancelled.isCancelled)
+        #expect(cancelled.directories.isEmpty)
+        let refused = #expect(throws: MirrorError.self) { try cancelled.add(zone) }
+        #expect(refused?.kind == .cancelled)
+
+        try write("1", to: zone + "/journal-1.ndjson")
+        #expect(await controlEvents.wait(for: zone))
+        let seen = controlEvents.count(zone)
+        try append("2", to: zone + "/journal-1.ndjson")
+        #expect(await controlEvents.wait(for: zone, count: seen + 1))
+        #expect(cancelledEvents.count(zone) == 0)
+    }
+
+    @Test(arguments: methods)
+    func missingDirectoryIsRefused(method: DirectoryWatcher.Method) throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let (watcher, _) = watcher(method)
+        let missing = #expect(throws: MirrorError.self) { try watcher.add(temporary.path + "/missing") }
+        #expect(missing?.kind == .notFound)
+        try write("x", to: temporary.path + "/file")
+        let file = #expect(throws: MirrorError.self) { try watcher.add(temporary.path + "/file") }
+        #expect(file?.kind == .notFound)
+        #expect(watcher.directories.isEmpty)
+    }
+
+    /// Past the native watch limit, directories are polled, and still reported.
+    @Test func directoriesPastTheWatchLimitArePolled() async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let first = try makeDirectory(temporary, "First")
+        let second = try makeDirectory(temporary, "Second")
+        let (watcher, events) = watcher(.native, nativeWatchLimit: 1)
+        try watcher.add(first)
+        try watcher.add(second)
+        #expect(watcher.method(for: first) == .native)
+        #expect(watcher.method(for: second) == .polling)
+
+        try write("1", to: first + "/file")
+        try write("2", to: second + "/file")
+        #expect(await events.wait(for: first))
+        #expect(await events.wait(for: second))
+    }
+
+    /// A directory deleted under a native watch is reported, polled from then on, and its
+    /// re-creation is reported too.
+    @Test func deletedDirectoryIsPolledUntilItComesBack() async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let zone = try makeDirectory(temporary, "Todo")
+        try write("1", to: zone + "/journal-1.ndjson")
+        let (watcher, events) = watcher(.native)
+        try watcher.add(zone)
+
+        try FileManager.default.removeItem(atPath: zone)
+        #expect(await events.wait(for: zone))
+        let fence = try makeDirectory(temporary, "Fence")
+        try watcher.add(fence)
+        try write("x", to: fence + "/file")
+        #expect(await events.wait(for: fence))
+        #expect(watcher.method(for: zone) == .polling)
+        let seen = events.count(zone)
+
+        _ = try makeDirectory(temporary, "Todo")
+        try write("2", to: zone + "/journal-1.ndjson")
+        #expect(await events.wait(for: zone, count: seen + 1))
+    }
+
+    #if canImport(Glibc)
+    /// When the kernel's event queue overflows, every directory is reported, since any of
+    /// them may have changed.
+    @Test func queueOverflowReportsEveryDirectory() async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let busy = try makeDirectory(temporary, "Busy")
+        let quiet = try makeDirectory(temporary, "Quiet")
+        let limit = Int((try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 16384
+        try #require(limit <= 1_000_000, "the inotify queue is too long to overflow in a test")
+
+        // The handler holds the watcher's queue on its first call, so nothing is read
+        // while the kernel queue fills up.
+        let release = DispatchSemaphore(value: 0)
+        let held = EventRecorder<String>()
+        let events = EventRecorder<String>()
+        let watcher = DirectoryWatcher(method: .native) { directory in
+            if held.count("first") == 0 {
+                held.record("first")
+                release.wait()
+            }
+            events.record(directory)
+        }
+        try watcher.add(busy)
+        try watcher.add(quiet)
+        try write("start", to: busy + "/a")
+        #expect(await held.wait(for: "first"))
+
+        // Alternate two files: inotify merges identical consecutive events.
+        let a = try #require(FileHandle(forWritingAtPath: busy + "/a"))
+        try write("", to: busy + "/b")
+        let b = try #require(FileHandle(forWritingAtPath: busy + "/b"))
+        for _ in 0...(limit / 2 + 16) {
+            try a.write(contentsOf: Data("x".utf8))
+            try b.write(contentsOf: Data("y".utf8))
+        }
+        try a.close()
+        try b.close()
+        release.signal()
+        #expect(await events.wait(for: quiet))
+        watcher.cancel()
+    }
+    #endif
+
+    /// Watchers close every descriptor they open, whether cancelled or deallocated; counted
+    /// in a separate process, since other tests open files concurrently in this one.
+    @Test func closesEveryFileDescriptor() async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let result = try await MirrorWorkerRun.run(["watcher-fds", temporary.path])
+        #expect(result.status == 0, "\(result.standardError)")
+        let counts = result.standardOutput.split(separator: " ")
+            .compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        try #require(counts.count == 3, "unexpected output: \(result.standardOutput)")
+        let (before, watching, after) = (counts[0], counts[1], counts[2])
+        #expect(watching > before)
+        #expect(after == before)
+    }
+}

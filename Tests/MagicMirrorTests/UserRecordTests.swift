@@ -1,0 +1,224 @@
+import Foundation
+import MagicMirror
+import MirrorTesting
+import Synchronization
+import Testing
+
+/// ``UserRecord``, ``UserSession`` and account verification.
+@Suite struct UserRecordTests {
+    @Test func validNamesAreAccepted() throws {
+        for name in ["alice", "Bob Smith", "ünïcødé", "user@example.com", String(repeating: "u", count: 255)] {
+            #expect(try UserRecord(name: name).name == name)
+        }
+    }
+
+    @Test func invalidNamesAreRefused() {
+        for name in ["", ".", "..", "a/b", "../root", "nul\0byte", String(repeating: "u", count: 256)] {
+            let error = #expect(throws: MirrorError.self) { try UserRecord(name: name) }
+            #expect(error?.kind == .invalidName)
+            #expect(error?.message.contains("user name") == true)
+        }
+    }
+
+    @Test func theProcessOwnerIsTheOperatingSystemAccount() throws {
+        let owner = UserRecord.processOwner()
+        #expect(try UserRecord(name: owner.name) == owner)
+        let systemName = NSUserName()
+        if (try? UserRecord(name: systemName)) != nil {
+            #expect(owner.name == systemName)
+        } else {
+            #expect(owner.name.hasPrefix("uid-"))
+        }
+        #expect(UserSession().user == owner)
+    }
+
+    @Test func codesAsItsName() throws {
+        let alice = try UserRecord(name: "alice")
+        let data = try JSONEncoder().encode([alice])
+        #expect(String(decoding: data, as: UTF8.self) == #"["alice"]"#)
+        #expect(try JSONDecoder().decode([UserRecord].self, from: data) == [alice])
+        #expect(throws: DecodingError.self) {
+            try JSONDecoder().decode([UserRecord].self, from: Data(#"["../x"]"#.utf8))
+        }
+    }
+
+    // MARK: Verifying the private scope
+
+    @Test func privateScopeOfAWorkingDatabaseIsAvailable() async throws {
+        let status = try await UserRecord(name: "alice").verifyAccountAuthentication(in: InMemoryDatabase())
+        #expect(status.isAvailable)
+    }
+
+    @Test func unreachablePrivateScopeGivesAClearStatus() async throws {
+        let database = UnreachableDatabase()
+        let status = try await UserRecord(name: "alice").verifyAccountAuthentication(in: database)
+        guard case .unavailable(let error) = status else {
+            Issue.record("expected unavailable, got \(status)")
+            return
+        }
+        #expect(error.kind == .accountUnavailable)
+        #expect(error.scope == .private)
+        #expect(error.message.contains("alice"))
+        #expect(error.message.contains("permission denied"))
+        #expect(error.file == "/db/private/alice")
+        #expect((error.underlying as? MirrorError)?.kind == .permissionDenied)
+        #expect(database.probedZones.withLock { $0 } == [.private(UserRecord.probeRecordType, user: "alice")])
+    }
+
+    @Test func databasesThatVerifyThemselvesAreAsked() async throws {
+        let database = VerifyingDatabase()
+        let alice = try UserRecord(name: "alice")
+        #expect(await alice.verifyAccountAuthentication(in: database).isAvailable)
+        let bob = try UserRecord(name: "bob")
+        let status = await bob.verifyAccountAuthentication(in: database)
+        #expect(!status.isAvailable)
+        #expect(database.verified.withLock { $0 } == [alice, bob])
+    }
+
+    // MARK: Switching users
+
+    /// Records `.mirrorAccountChanged` notifications posted on a center of its own: the
+    /// change and the session that posted it.
+    final class AccountObserver {
+        let center = NotificationCenter()
+        let changes = ValueLog<(change: UserSession.Change, sender: ObjectIdentifier?)>()
+        private var observer: (any NSObjectProtocol)?
+
+        init() {
+            observer = center.addObserver(forName: .mirrorAccountChanged, object: nil, queue: nil) {
+                [changes] notification in
+                guard let change = UserSession.Change(notification) else { return }
+                let sender = (notification.object as AnyObject?).map(ObjectIdentifier.init)
+                changes.append((change, sender))
+            }
+        }
+
+        deinit {
+            if let observer { center.removeObserver(observer) }
+        }
+    }
+
+    @Test func switchingPostsExactlyOneNotification() throws {
+        let observer = AccountObserver()
+        let alice = try UserRecord(name: "alice")
+        let bob = try UserRecord(name: "bob")
+        let session = UserSession(user: alice, notificationCenter: observer.center)
+        #expect(session.user == alice)
+
+        let change = session.switchUser(to: bob)
+        #expect(change == UserSession.Change(previous: alice, current: bob))
+        #expect(session.user == bob)
+        // Posted synchronously, once, by this session.
+        let posted = observer.changes.all
+        try #require(posted.count == 1)
+        #expect(posted[0].change == UserSession.Change(previous: alice, current: bob))
+        #expect(posted[0].sender == ObjectIdentifier(session))
+
+        // Switching to the current user changes nothing and posts nothing.
+        #expect(session.switchUser(to: bob) == nil)
+        #expect(observer.changes.all.count == 1)
+    }
+
+    @Test func changesAreAlsoAnAsyncSequence() async throws {
+        let alice = try UserRecord(name: "alice")
+        let bob = try UserRecord(name: "bob")
+        let session = UserSession(user: alice, notificationCenter: NotificationCenter())
+        var iterator = session.changes().makeAsyncIterator()
+        session.switchUser(to: bob)
+        session.switchUser(to: bob)
+        session.switchUser(to: alice)
+        #expect(await iterator.next() == UserSession.Change(previous: alice, current: bob))
+        #expect(await iterator.next() == UserSession.Change(previous: bob, current: alice))
+    }
+
+    /// Concurrent switches are announced once each and in the order they were applied, so
+    /// the announcements chain from the first user to the final one.
+    @Test func concurrentSwitchesAreAnnouncedInOrder() async throws {
+        let observer = AccountObserver()
+        let users = try (0..<8).map { try UserRecord(name: "user-\($0)") }
+        let session = UserSession(user: users[0], notificationCenter: observer.center)
+        let made = await withTaskGroup(of: Int.self) { group in
+            for round in 0..<200 {
+                group.addTask { session.switchUser(to: users[round % users.count]) == nil ? 0 : 1 }
+            }
+            return await group.reduce(0, +)
+        }
+        let posted = observer.changes.all.map(\.change)
+        #expect(posted.count == made)
+        var expected = users[0]
+        for change in posted {
+            #expect(change.previous == expected)
+            #expect(change.previous != change.current)
+            expected = change.current
+        }
+        #expect(expected == session.user)
+    }
+}
+
+/// A database whose private scope cannot be reached: reading a private zone fails.
+private final class UnreachableDatabase: RecordDatabase, Sendable {
+    let inner = InMemoryDatabase()
+    let probedZones = Mutex<[ZoneID]>([])
+    var identifier: String { inner.identifier }
+    var writerID: String { inner.writerID }
+
+    func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        try await inner.commit(operations, to: zone)
+    }
+    func fetchAll(in zone: ZoneID) async throws -> ChangeSet { try await inner.fetchAll(in: zone) }
+    func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
+        try await inner.fetch(recordIDs, in: zone)
+    }
+    func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
+        try await inner.changes(in: zone, since: token)
+    }
+    func currentToken(in zone: ZoneID) async throws -> ChangeToken {
+        probedZones.withLock { $0.append(zone) }
+        if zone.scope == .private {
+            throw MirrorError(
+                .permissionDenied, "open failed: permission denied", scope: .private,
+                file: "/db/private/\(zone.user ?? "")")
+        }
+        return try await inner.currentToken(in: zone)
+    }
+    func subscribe(
+        to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
+    ) throws -> DatabaseSubscription {
+        try inner.subscribe(to: zone, handler: handler)
+    }
+}
+
+/// A database that checks accounts itself: only alice may use the private scope.
+private final class VerifyingDatabase: AccountVerifiable, Sendable {
+    let inner = InMemoryDatabase()
+    let verified = Mutex<[UserRecord]>([])
+    var identifier: String { inner.identifier }
+    var writerID: String { inner.writerID }
+
+    func verifyPrivateScope(of user: UserRecord) async throws {
+        verified.withLock { $0.append(user) }
+        guard user.name == "alice" else {
+            throw MirrorError(.permissionDenied, "not alice's database", scope: .private)
+        }
+    }
+
+    func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        try await inner.commit(operations, to: zone)
+    }
+    func fetchAll(in zone: ZoneID) async throws -> ChangeSet { try await inner.fetchAll(in: zone) }
+    func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
+        try await inner.fetch(recordIDs, in: zone)
+    }
+    func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
+        try await inner.changes(in: zone, since: token)
+    }
+    func currentToken(in zone: ZoneID) async throws -> ChangeToken {
+        Issue.record("a database that verifies accounts itself was probed")
+        return try await inner.currentToken(in: zone)
+    }
+    func subscribe(
+        to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
+    ) throws -> DatabaseSubscription {
+        try inner.subscribe(to: zone, handler: handler)
+    }
+}
