@@ -18,6 +18,12 @@ let package = Package(
             dependencies: ["MagicMirror"],
             path: "Examples/TodoConsole"
         ),
+        // The benchmark: `swift run -c release mirror-bench`.
+        .executableTarget(
+            name: "mirror-bench",
+            dependencies: ["MagicMirror"],
+            path: "Benchmarks/MirrorBench"
+        ),
         // A small executable the multi-process and crash tests start as real processes.
         .executableTarget(
             name: "mirror-worker",

@@ -76,14 +76,11 @@ final class ChildProcess {
             let seen = SeenSet()
             let observation = mirror.observe { records in
                 let now = monotonicSeconds()
-                for id in seen.newIDs(in: records) {
-                    print("\(id) \(now)")
-                }
-                fflush(stdout)
+                let lines = seen.newIDs(in: records).map { "\($0) \(now)\n" }.joined()
+                if !lines.isEmpty { FileHandle.standardOutput.write(Data(lines.utf8)) }
                 if records.count >= expected { finish.yield() }
             }
-            print("ready")
-            fflush(stdout)
+            FileHandle.standardOutput.write(Data("ready\n".utf8))
             for await _ in done { break }
             _ = observation
         default:

@@ -46,7 +46,7 @@ enum Workloads {
     static func options(durable: Bool, compaction: Bool = true) -> JSONFileDatabase.Options {
         var options = JSONFileDatabase.Options()
         options.durability = durable ? .durable : .relaxed
-        if !compaction { options.automaticCompaction = false }
+        if !compaction { options.compactionThreshold = .max }
         return options
     }
 
