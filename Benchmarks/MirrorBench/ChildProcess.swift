@@ -66,6 +66,16 @@ final class ChildProcess {
                 count = mirror.dataModel.count
             }
             guard count == expected else { throw BenchError("opened \(count) of \(expected) records") }
+            if ProcessInfo.processInfo.environment["MIRROR_BENCH_PHASES"] != nil {
+                // Where the time goes, for whoever tunes opening: a fresh engine is not
+                // possible in this process, so the phases are timed on the warm one.
+                let database = try JSONFileDatabase(directory: path)
+                let fetch = try await time { _ = try await database.fetchAll(in: Workloads.zone) }
+                let set = try await database.fetchAll(in: Workloads.zone)
+                let decode = time { _ = RecordBatchCoding.decode(set.records, as: BenchRecord.self, with: JSONDecoder()) }
+                let mirror = try await time { _ = try await Mirror<BenchRecord>(database: database) }
+                FileHandle.standardError.write(Data("phases: fetchAll(warm) \(fetch) s, decode \(decode) s, mirror(warm) \(mirror) s\n".utf8))
+            }
             print("\(seconds) \(peakResidentMiB() ?? .nan)")
         case "--child-watch":
             let path = URL(fileURLWithPath: arguments[0])
