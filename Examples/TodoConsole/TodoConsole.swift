@@ -18,10 +18,17 @@ struct TodoConsole {
             print(Invocation.usage)
             return
         }
-        let directory = invocation.databaseDirectory ?? JSONFileDatabase.defaultDirectory
-        let database = try JSONFileDatabase(directory: directory)
-        let mirror = try await Mirror<Todo>(
-            database: database, scope: invocation.isPrivate ? .private : .public)
+        let scope: Scope = invocation.isPrivate ? .private : .public
+        let mirror: Mirror<Todo>
+        let directory: URL
+        if let chosen = invocation.databaseDirectory {
+            directory = chosen
+            mirror = try await Mirror(database: JSONFileDatabase(directory: chosen), scope: scope)
+        } else {
+            // The embedded default database: $MAGICMIRROR_DIRECTORY or the per-user data directory.
+            directory = JSONFileDatabase.defaultDirectory
+            mirror = try await Mirror(scope: scope)
+        }
         switch invocation.command {
         case .help: break
         case .list:

@@ -45,6 +45,19 @@ import Testing
         #expect(try Todo.list(db).isEmpty)
     }
 
+    @Test func withoutDBTheDefaultLocationFollowsTheEnvironment() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let environment = ["MAGICMIRROR_DIRECTORY": folder.path]
+        let added = try Todo.run(["add", "Default place"], environment: environment)
+        #expect(added.status == 0, "\(added.stderr)")
+        let journal = try FileManager.default.contentsOfDirectory(atPath: folder.path + "/public/Todo")
+            .filter { $0.hasPrefix("journal-") }
+        #expect(!journal.isEmpty)
+        let listed = try Todo.run(["--json", "list"], environment: environment)
+        #expect(listed.stdout.contains("Default place"))
+    }
+
     @Test func privateListIsSeparateFromThePublicOne() throws {
         let db = try TemporaryFolder()
         defer { db.remove() }
