@@ -30,13 +30,15 @@ let package = Package(
             dependencies: ["MagicMirror", "MirrorTesting"],
             path: "Tests/MirrorWorker"
         ),
+        // Test support shared by the test targets (child processes); not a product.
+        .target(name: "MirrorTestSupport", path: "Tests/Support"),
         .testTarget(
             name: "MagicMirrorTests",
-            dependencies: ["MagicMirror", "MirrorTesting", "mirror-worker"]
+            dependencies: ["MagicMirror", "MirrorTesting", "MirrorTestSupport", "mirror-worker"]
         ),
         .testTarget(
             name: "ExampleTests",
-            dependencies: ["mirror-todo"]
+            dependencies: ["MirrorTestSupport", "mirror-todo"]
         ),
         .testTarget(
             name: "MirrorTestingTests",
