@@ -152,9 +152,8 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// complete zone from ``changes(in:since:)``.
     public func compact(_ zone: ZoneID) {
         store.contents.withLock { contents in
-            guard var state = contents.zones[zone] else { return }
-            state.compact(toGeneration: state.token.generation + 1)
-            contents.zones[zone] = state
+            guard let generation = contents.zones[zone]?.token.generation else { return }
+            contents.zones[zone]?.compact(toGeneration: generation + 1)
         }
     }
 
@@ -219,19 +218,22 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
             let (outcome, applied, notifications) = try contents.withLock {
                 contents throws(MirrorError) in
                 var operations = operations
-                var state = contents.zones[zone] ?? ZoneState()
+                // Read through a copy (cheap: its storage is shared), but change the zone in
+                // place in the dictionary: a copy that is then mutated would duplicate every
+                // record of the zone, making each commit cost time in proportion to its size.
+                let before = contents.zones[zone] ?? ZoneState()
                 do throws(MirrorError) {
-                    try check(state)
+                    try check(before)
                 } catch {
                     contents.log(.failed(error), zone: zone, writer: writer, operations: operations, simulated: simulated)
                     throw error
                 }
                 if rebase {
                     for index in operations.indices {
-                        operations[index].baseVersion = state.records[operations[index].recordID]?.version ?? 0
+                        operations[index].baseVersion = before.records[operations[index].recordID]?.version ?? 0
                     }
                 }
-                switch state.prepare(operations, writer: writer) {
+                switch before.prepare(operations, writer: writer) {
                 case .failure(let conflict):
                     contents.log(
                         .completed(conflict.outcome), zone: zone, writer: writer,
@@ -240,9 +242,12 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
                 case .success(let prepared):
                     let changed = prepared.compactMap { $0 }
                     if !changed.isEmpty {
-                        state.apply(changed, sequence: state.token.sequence + 1)
-                        contents.zones[zone] = state
+                        // Drop the copy first, so the zone's storage is uniquely referenced.
+                        _ = consume before
+                        let sequence = (contents.zones[zone]?.token.sequence ?? 0) + 1
+                        contents.zones[zone, default: ZoneState()].apply(changed, sequence: sequence)
                     }
+                    let state = contents.zones[zone] ?? ZoneState()
                     for operation in operations { clock.observe(operation.timestamp) }
                     let outcome = state.outcome(for: prepared, of: operations)
                     contents.log(
