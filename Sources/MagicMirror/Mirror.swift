@@ -291,5 +291,6 @@ public final class Mirror<Record: Recordable>: Sendable {
             }
         }
         for observer in effects.observers { observer.signal() }
+        for observer in effects.stateObservers { observer() }
     }
 }
