@@ -76,13 +76,16 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// Before the operations are checked, the injected faults apply in this order: the
     /// ``commitLatency`` elapses, then the commit fails when ``availability`` is not
     /// ``Availability/available``, then when a failure from ``failNextCommits(_:with:in:)``
-    /// is due. Every call is logged in ``commitLog``.
+    /// is due. Every call is logged in ``commitLog`` when it ends, and counted in
+    /// ``commitsInProgress`` while it runs.
     ///
     /// - Throws: A ``MirrorError``: an injected one, ``MirrorError/Kind/cancelled`` when the
     ///   task is cancelled during the latency, or an invalid name or record. Nothing is
     ///   stored then.
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        store.countCommitInProgress(+1)
+        defer { store.countCommitInProgress(-1) }
         do {
             try await injectLatency(of: .commit, zone: zone)
             try injectFailure(of: .commit, zone: zone, recordIDs: operations.map(\.recordID))
@@ -176,6 +179,11 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
             /// resumed with the log and its version.
             var logWaiters: [Int: CheckedContinuation<(log: [CommitLogEntry], version: Int)?, Never>] = [:]
             var nextLogWaiter = 0
+            /// Calls of `commit` that started and did not return yet.
+            var commitsInProgress = 0
+            /// The readers of ``InMemoryDatabase/commitsInProgressUpdates``.
+            var progressReaders: [Int: AsyncStream<Int>.Continuation] = [:]
+            var nextProgressReader = 0
 
             /// Appends to the log and wakes its readers.
             mutating func log(
@@ -260,6 +268,15 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
             }
             subscribers.deliver(notifications)
             return (outcome, applied)
+        }
+
+        /// Counts a commit that starts (`+1`) or ends (`-1`), and tells the readers of
+        /// ``InMemoryDatabase/commitsInProgressUpdates``.
+        func countCommitInProgress(_ change: Int) {
+            contents.withLock { contents in
+                contents.commitsInProgress += change
+                for reader in contents.progressReaders.values { reader.yield(contents.commitsInProgress) }
+            }
         }
 
         /// Logs a commit that threw before reaching the records.
