@@ -26,7 +26,12 @@ import Synchronization
 ///   ``simulateDelete(_:scope:user:by:)`` and their raw variants, which change the records
 ///   as another process would and notify every subscription.
 /// - **Inspection**: ``records(_:scope:user:)``, ``storedRecords(in:includingDeleted:)``,
-///   ``storedRecord(_:in:)``, ``commitLog`` and ``commitLogUpdates``.
+///   ``storedRecord(_:in:)``, ``commitLog``, ``commitLogUpdates``, and the commits running
+///   now: ``commitsInProgress`` and ``commitsInProgressUpdates``.
+///
+/// To wait for a mirror on it to reach a state, use the waits MirrorTesting adds to
+/// `Mirror`: `waitUntil(timeout:_:_:)`, `waitUntilCommitted(timeout:)`,
+/// `waitUntilPendingChanges(timeout:_:_:)` and `waitForLastError(timeout:_:where:)`.
 ///
 /// > Important: Every method may be called from any thread or task, concurrently. Faults
 /// > belong to one instance: those set on this instance do not affect the instances made
