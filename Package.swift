@@ -12,15 +12,33 @@ let package = Package(
     targets: [
         .target(name: "MagicMirror"),
         .target(name: "MirrorTesting", dependencies: ["MagicMirror"]),
+        // The example: a shared to-do list that several processes edit live.
+        .executableTarget(
+            name: "mirror-todo",
+            dependencies: ["MagicMirror"],
+            path: "Examples/TodoConsole"
+        ),
+        // The benchmark: `swift run -c release mirror-bench`.
+        .executableTarget(
+            name: "mirror-bench",
+            dependencies: ["MagicMirror"],
+            path: "Benchmarks/MirrorBench"
+        ),
         // A small executable the multi-process and crash tests start as real processes.
         .executableTarget(
             name: "mirror-worker",
             dependencies: ["MagicMirror", "MirrorTesting"],
             path: "Tests/MirrorWorker"
         ),
+        // Test support shared by the test targets (child processes); not a product.
+        .target(name: "MirrorTestSupport", path: "Tests/Support"),
         .testTarget(
             name: "MagicMirrorTests",
-            dependencies: ["MagicMirror", "MirrorTesting", "mirror-worker"]
+            dependencies: ["MagicMirror", "MirrorTesting", "MirrorTestSupport", "mirror-worker"]
+        ),
+        .testTarget(
+            name: "ExampleTests",
+            dependencies: ["MirrorTestSupport", "mirror-todo"]
         ),
         .testTarget(
             name: "MirrorTestingTests",

@@ -70,11 +70,7 @@ extension Mirror {
             return
         }
         let needDecoding = core.withLock { $0.recordsToDecode(in: set) }
-        var decoded: [String: Result<Record, any Error>] = [:]
-        for stored in needDecoding {
-            guard let fields = stored.fields else { continue }
-            decoded[stored.id] = Result { try decoder.decode(Record.self, from: fields) }
-        }
+        let decoded = RecordBatchCoding.decode(needDecoding, as: Record.self, with: decoder)
         let mayChangeArray = set.isComplete || !needDecoding.isEmpty || set.records.contains(where: \.isDeleted)
         if mayChangeArray { registrar.willSet(self, keyPath: \.dataModel) }
         let effects = core.withLock { state in

@@ -135,12 +135,7 @@ public final class Mirror<Record: Recordable>: Sendable {
         let membership = try ZoneHub.join(self, database: database, zone: zone)
         self.membership.withLock { $0 = membership }
         let set = try await database.fetchAll(in: zone)
-        var decoded: [String: Result<Record, any Error>] = [:]
-        decoded.reserveCapacity(set.records.count)
-        for stored in set.records {
-            guard let fields = stored.fields else { continue }
-            decoded[stored.id] = Result { try decoder.decode(Record.self, from: fields) }
-        }
+        let decoded = RecordBatchCoding.decode(set.records, as: Record.self, with: decoder)
         let effects = core.withLock { state in
             state.load(set, decoded: decoded)
             return state.drain(owner: self)

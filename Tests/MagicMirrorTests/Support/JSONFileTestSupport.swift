@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import MirrorTestSupport
 import MagicMirror
 import Synchronization
 import Testing
@@ -117,66 +118,31 @@ final class MirrorErrorCollector: @unchecked Sendable {
 
 /// A `mirror-worker` process whose standard output is read line by line.
 final class WorkerProcess: Sendable {
-    let process: Process
+    let process: Subprocess
     /// The lines the worker printed, in order.
-    let lines: AsyncStream<String>
-    private let exited: AsyncStream<Int32>
+    var lines: AsyncStream<String> { process.lines }
 
-    /// Starts `mirror-worker` with `arguments`.
+    /// Starts `mirror-worker` with `arguments`; its standard error goes to the test's.
     init(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = try JSONFileTestSupport.workerExecutable()
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        let (lines, continuation) = AsyncStream.makeStream(of: String.self)
-        let (exited, exitContinuation) = AsyncStream.makeStream(of: Int32.self)
-        let buffer = Mutex<[UInt8]>([])
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                continuation.finish()
-                return
-            }
-            let complete: [String] = buffer.withLock { buffer in
-                buffer.append(contentsOf: data)
-                var found: [String] = []
-                while let newline = buffer.firstIndex(of: 0x0A) {
-                    found.append(String(decoding: buffer[..<newline], as: UTF8.self))
-                    buffer.removeSubrange(...newline)
-                }
-                return found
-            }
-            for line in complete { continuation.yield(line) }
-        }
-        process.terminationHandler = { process in
-            exitContinuation.yield(process.terminationStatus)
-            exitContinuation.finish()
-        }
-        self.process = process
-        self.lines = lines
-        self.exited = exited
-        try process.run()
+        process = try Subprocess(
+            try JSONFileTestSupport.workerExecutable(), arguments, inheritStandardError: true)
     }
 
     /// Kills the worker with SIGKILL.
-    func kill() {
-        _ = sendSignal(process.processIdentifier, SIGKILL)
+    func kill() { process.kill() }
+
+    /// Waits for the worker to exit and returns its status (128 + signal when killed).
+    func waitForExit(within timeout: Duration = .seconds(60)) async throws -> Int32 {
+        try await process.wait(timeout: timeout).status
     }
 
-    /// Waits for the worker to exit and returns its status.
-    func waitForExit(within timeout: Duration = .seconds(60)) async throws -> Int32 {
-        try await firstValue(of: exited, within: timeout)
+    /// Whether a signal ended the worker.
+    var wasKilled: Bool {
+        if case .signaled? = process.termination { return true }
+        return false
     }
 }
 
-#if canImport(Glibc)
-private func sendSignal(_ pid: Int32, _ signal: Int32) -> Int32 { Glibc.kill(pid, signal) }
-#elseif canImport(Darwin)
-private func sendSignal(_ pid: Int32, _ signal: Int32) -> Int32 { Darwin.kill(pid, signal) }
-#endif
 
 /// A value behind a lock, for handlers that collect what they see.
 final class MutexBox<Value: Sendable>: Sendable {

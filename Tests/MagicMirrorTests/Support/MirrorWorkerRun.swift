@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import MirrorTestSupport
 
 /// Runs the `mirror-worker` executable (built next to the test bundle) as a real process.
 enum MirrorWorkerRun {
@@ -30,32 +31,10 @@ enum MirrorWorkerRun {
     static var executable: URL { productsDirectory.appendingPathComponent("mirror-worker") }
 
     /// Runs `mirror-worker` with `arguments` and waits for it to exit; kills it with SIGKILL
-    /// after `timeout` (its status is then not 0, so the test fails instead of hanging).
-    /// Meant for short outputs.
+    /// after `timeout` (the test then fails instead of hanging).
     static func run(_ arguments: [String], timeout: Duration = .seconds(60)) async throws -> Result {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        let (exits, exited) = AsyncStream<Int32>.makeStream()
-        process.terminationHandler = { process in
-            exited.yield(process.terminationStatus)
-            exited.finish()
-        }
-        try process.run()
-        let pid = process.processIdentifier
-        let watchdog = Task {
-            try? await Task.sleep(for: timeout)
-            if !Task.isCancelled { kill(pid, SIGKILL) }
-        }
-        var status: Int32 = -1
-        for await exitStatus in exits { status = exitStatus }
-        watchdog.cancel()
-        let standardOutput = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let standardError = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return Result(status: status, standardOutput: standardOutput, standardError: standardError)
+        let (termination, standardOutput, standardError) = try await Subprocess.run(
+            executable, arguments, timeout: timeout)
+        return Result(status: termination.status, standardOutput: standardOutput, standardError: standardError)
     }
 }

@@ -1,0 +1,130 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One line of the benchmark's output.
+struct BenchResult: Encodable {
+    var name: String
+    var variant: String?
+    var n: Int
+    var seconds: Double
+    var perOpMicros: Double?
+    var recordsPerSecond: Double?
+    var baseline: String?
+    var baselineFigure: Double?
+    var baselineUnit: String?
+    var ratio: Double?
+    var target: String?
+    var meetsTarget: Bool?
+    var p50Millis: Double?
+    var p99Millis: Double?
+    var maxMillis: Double?
+    var peakResidentMiB: Double?
+    var note: String?
+}
+
+/// Monotonic time in seconds.
+func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
+/// Runs `body` and returns how long it took, in seconds.
+@discardableResult
+func time(_ body: () throws -> Void) rethrows -> Double {
+    let start = monotonicSeconds()
+    try body()
+    return monotonicSeconds() - start
+}
+
+/// Runs `body` and returns how long it took, in seconds.
+func time(_ body: () async throws -> Void) async rethrows -> Double {
+    let start = monotonicSeconds()
+    try await body()
+    return monotonicSeconds() - start
+}
+
+/// The process's peak resident set size in MiB (VmHWM on Linux, ru_maxrss on macOS).
+func peakResidentMiB() -> Double? {
+    #if canImport(Glibc)
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        let digits = line.split(separator: " ").compactMap { Double($0) }
+        if let kib = digits.first { return kib / 1024 }
+    }
+    return nil
+    #else
+    var usage = rusage()
+    getrusage(RUSAGE_SELF, &usage)
+    return Double(usage.ru_maxrss) / 1024 / 1024
+    #endif
+}
+
+/// The `p`-th percentile (0...1) of sorted values.
+func percentile(_ sorted: [Double], _ p: Double) -> Double {
+    guard !sorted.isEmpty else { return .nan }
+    let index = min(sorted.count - 1, max(0, Int((Double(sorted.count) * p).rounded(.up)) - 1))
+    return sorted[index]
+}
+
+/// A fresh temporary directory for one workload, removed by `remove()`.
+struct BenchDirectory {
+    let url: URL
+    init(_ label: String) throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("mirror-bench-\(label)-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+    func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
+enum Output {
+    static func table(_ results: [BenchResult]) -> String {
+        var lines: [String] = []
+        let header = ["workload", "n", "result", "baseline", "ratio", "target"]
+        var rows: [[String]] = [header]
+        for r in results {
+            let name = r.variant.map { "\(r.name) (\($0))" } ?? r.name
+            var figure: String
+            if let perOp = r.perOpMicros {
+                figure = String(format: "%.1f µs/op", perOp)
+            } else if let rate = r.recordsPerSecond {
+                figure = String(format: "%.0f rec/s", rate)
+            } else if let p50 = r.p50Millis, let p99 = r.p99Millis, let max = r.maxMillis {
+                figure = String(format: "p50 %.2f / p99 %.2f / max %.2f ms", p50, p99, max)
+            } else {
+                figure = String(format: "%.3f s", r.seconds)
+            }
+            if let rss = r.peakResidentMiB { figure += String(format: ", peak %.0f MiB", rss) }
+            let baseline: String
+            if let b = r.baseline, let f = r.baselineFigure {
+                baseline = "\(b): " + String(format: "%.2f", f) + " \(r.baselineUnit ?? "")"
+            } else {
+                baseline = r.baseline ?? ""
+            }
+            let ratio = r.ratio.map { String(format: "%.2f×", $0) } ?? ""
+            var target = r.target ?? ""
+            if let met = r.meetsTarget { target += met ? " ✓" : " ✗" }
+            rows.append([name, "\(r.n)", figure, baseline, ratio, target])
+        }
+        let widths = (0..<header.count).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        for (index, row) in rows.enumerated() {
+            lines.append(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }
+                .joined(separator: "  "))
+            if index == 0 { lines.append(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")) }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func json(_ result: BenchResult) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(
+            positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return String(decoding: try! encoder.encode(result), as: UTF8.self)
+    }
+}

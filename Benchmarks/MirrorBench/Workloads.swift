@@ -1,0 +1,314 @@
+import Foundation
+import MagicMirror
+
+/// How big each workload is.
+struct Sizes {
+    var inserts: Int
+    var scaleSmall: Int
+    var scaleLarge: Int
+    var updates: Int
+    var batch: Int
+    var open: Int
+    var edits: Int
+    var propagate: Int
+    var compact: Int
+
+    static let full = Sizes(
+        inserts: 10_000, scaleSmall: 1_000, scaleLarge: 100_000, updates: 1_000, batch: 100_000,
+        open: 100_000, edits: 1_000, propagate: 1_000, compact: 100_000)
+    static let quick = Sizes(
+        inserts: 300, scaleSmall: 200, scaleLarge: 2_000, updates: 100, batch: 2_000,
+        open: 2_000, edits: 100, propagate: 50, compact: 2_000)
+}
+
+enum Workloads {
+    static let names = [
+        "insert-durable", "insert-relaxed", "update-at-scale", "batch-insert", "open",
+        "mutate-one", "propagate", "compact",
+    ]
+
+    static let zone = ZoneID.public(BenchRecord.recordType)
+
+    static func run(_ name: String, sizes: Sizes) async throws -> [BenchResult] {
+        switch name {
+        case "insert-durable": return [try await insert(durable: true, count: sizes.inserts)]
+        case "insert-relaxed": return [try await insert(durable: false, count: sizes.inserts)]
+        case "update-at-scale": return try await updateAtScale(sizes)
+        case "batch-insert": return [try await batchInsert(count: sizes.batch)]
+        case "open": return try await open(count: sizes.open)
+        case "mutate-one": return try await mutateOne(sizes)
+        case "propagate": return [try await propagate(count: sizes.propagate)]
+        case "compact": return [try await compact(count: sizes.compact)]
+        default: preconditionFailure("unknown workload \(name)")
+        }
+    }
+
+    static func options(durable: Bool, compaction: Bool = true) -> JSONFileDatabase.Options {
+        var options = JSONFileDatabase.Options()
+        options.durability = durable ? .durable : .relaxed
+        if !compaction { options.compactionThreshold = .max }
+        return options
+    }
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+
+    static func save(_ record: BenchRecord, base: Int = 0) throws -> RecordOperation {
+        .save(record.recordID, fields: try encoder.encode(record), baseVersion: base,
+              timestamp: HybridLogicalClock.shared.now())
+    }
+
+    /// Seeds a zone with `count` records in commits of 10,000 and returns them.
+    static func seed(_ database: JSONFileDatabase, count: Int) async throws -> [BenchRecord] {
+        let records = BenchRecord.makeMany(count)
+        var start = 0
+        while start < count {
+            let end = min(count, start + 10_000)
+            try await database.commit(try records[start..<end].map { try save($0) }, to: zone)
+            start = end
+        }
+        return records
+    }
+
+    // 1, 2
+    static func insert(durable: Bool, count: Int) async throws -> BenchResult {
+        let directory = try BenchDirectory("insert")
+        defer { directory.remove() }
+        let database = try JSONFileDatabase(
+            directory: directory.url.appendingPathComponent("db"), options: options(durable: durable))
+        let operations = try BenchRecord.makeMany(count).map { try save($0) }
+        let seconds = try await time {
+            for operation in operations { try await database.commit([operation], to: zone) }
+        }
+        let baseline = Baselines.rawAppend(count: count, fsync: durable, in: directory.url)
+        let perOp = seconds / Double(count)
+        let ratio = perOp / baseline
+        let target = durable ? "≤ 1.5× raw" : "≤ 20 µs/op"
+        return BenchResult(
+            name: durable ? "insert-durable" : "insert-relaxed", n: count, seconds: seconds,
+            perOpMicros: perOp * 1e6,
+            baseline: durable ? "raw-append-fsync" : "raw-append", baselineFigure: baseline * 1e6,
+            baselineUnit: "µs/op", ratio: ratio, target: target,
+            meetsTarget: durable ? ratio <= 1.5 : perOp * 1e6 <= 20,
+            note: "database commit of pre-encoded fields, one record per commit")
+    }
+
+    // 3
+    static func updateAtScale(_ sizes: Sizes) async throws -> [BenchResult] {
+        var perOp: [Int: Double] = [:]
+        for zoneSize in [sizes.scaleSmall, sizes.scaleLarge] {
+            let directory = try BenchDirectory("update")
+            defer { directory.remove() }
+            let database = try JSONFileDatabase(
+                directory: directory.url.appendingPathComponent("db"), options: options(durable: true))
+            var records = try await seed(database, count: zoneSize)
+            var versions = [Int](repeating: 1, count: zoneSize)
+            var generator = SplitMix(seed: 42)
+            let seconds = try await time {
+                for _ in 0..<sizes.updates {
+                    let index = Int(generator.next() % UInt64(zoneSize))
+                    records[index].number += 1
+                    try await database.commit([try save(records[index], base: versions[index])], to: zone)
+                    versions[index] += 1
+                }
+            }
+            perOp[zoneSize] = seconds / Double(sizes.updates)
+        }
+        let small = perOp[sizes.scaleSmall]!, large = perOp[sizes.scaleLarge]!
+        let ratio = large / small
+        return [
+            BenchResult(
+                name: "update-at-scale", variant: "\(sizes.scaleSmall) records", n: sizes.updates,
+                seconds: small * Double(sizes.updates), perOpMicros: small * 1e6),
+            BenchResult(
+                name: "update-at-scale", variant: "\(sizes.scaleLarge) records", n: sizes.updates,
+                seconds: large * Double(sizes.updates), perOpMicros: large * 1e6,
+                baseline: "update-at-scale (\(sizes.scaleSmall) records)", baselineFigure: small * 1e6,
+                baselineUnit: "µs/op", ratio: ratio, target: "ratio ≤ 1.5", meetsTarget: ratio <= 1.5),
+        ]
+    }
+
+    // 4
+    static func batchInsert(count: Int) async throws -> BenchResult {
+        let directory = try BenchDirectory("batch")
+        defer { directory.remove() }
+        let database = try JSONFileDatabase(
+            directory: directory.url.appendingPathComponent("db"), options: options(durable: true))
+        let records = BenchRecord.makeMany(count)
+        let seconds = try await time {
+            // Encoded the way a mirror encodes a batch: one JSONEncoder call, split.
+            let encoded = RecordBatchCoding.encode(records, with: encoder)
+            var operations: [RecordOperation] = []
+            operations.reserveCapacity(count)
+            for (record, fields) in zip(records, encoded) {
+                operations.append(.save(
+                    record.recordID, fields: try fields.get(), baseVersion: 0,
+                    timestamp: HybridLogicalClock.shared.now()))
+            }
+            try await database.commit(operations, to: zone)
+        }
+        let baseline = Baselines.encode(records)
+        let rate = Double(count) / seconds
+        let baselineRate = Double(count) / baseline
+        return BenchResult(
+            name: "batch-insert", n: count, seconds: seconds, recordsPerSecond: rate,
+            baseline: "JSONEncoder-array", baselineFigure: baselineRate, baselineUnit: "rec/s",
+            ratio: baselineRate / rate, target: "≥ 150000 rec/s", meetsTarget: rate >= 150_000,
+            note: "encoding each record plus one durable commit")
+    }
+
+    // 5
+    static func open(count: Int) async throws -> [BenchResult] {
+        let records = BenchRecord.makeMany(count)
+        let baseline = Baselines.decode(records)
+        var results: [BenchResult] = []
+        for compacted in [true, false] {
+            let directory = try BenchDirectory("open")
+            defer { directory.remove() }
+            let path = directory.url.appendingPathComponent("db")
+            do {
+                let database = try JSONFileDatabase(
+                    directory: path, options: options(durable: false, compaction: false))
+                var start = 0
+                while start < count {
+                    let end = min(count, start + 10_000)
+                    try await database.commit(try records[start..<end].map { try save($0) }, to: zone)
+                    start = end
+                }
+                if compacted { try await database.compact(zone) }
+            }
+            let report = try ChildProcess.launch(["--child-open", path.path, "\(count)"]).readAll()
+            let fields = report.split(separator: " ").compactMap { Double($0) }
+            guard fields.count == 2 else { throw BenchError("child open printed \(report)") }
+            let ratio = fields[0] / baseline
+            results.append(BenchResult(
+                name: "open", variant: compacted ? "compacted" : "journal", n: count, seconds: fields[0],
+                recordsPerSecond: Double(count) / fields[0], baseline: "JSONDecoder-array",
+                baselineFigure: baseline, baselineUnit: "s", ratio: ratio, target: "≤ 2× decoder",
+                meetsTarget: ratio <= 2, peakResidentMiB: fields[1]))
+        }
+        return results
+    }
+
+    // 6
+    static func mutateOne(_ sizes: Sizes) async throws -> [BenchResult] {
+        var perEdit: [Int: Double] = [:]
+        for mirrorSize in [sizes.scaleSmall, sizes.scaleLarge] {
+            let directory = try BenchDirectory("mutate")
+            defer { directory.remove() }
+            let database = try JSONFileDatabase(
+                directory: directory.url.appendingPathComponent("db"), options: options(durable: false))
+            _ = try await seed(database, count: mirrorSize)
+            let mirror = try await Mirror<BenchRecord>(database: database)
+            guard mirror.dataModel.count == mirrorSize else {
+                throw BenchError("mirror loaded \(mirror.dataModel.count) of \(mirrorSize) records")
+            }
+            var generator = SplitMix(seed: 7)
+            let seconds = try await time {
+                for _ in 0..<sizes.edits {
+                    let index = Int(generator.next() % UInt64(mirrorSize))
+                    mirror.dataModel[index].number += 1
+                }
+                try await mirror.flush()
+            }
+            perEdit[mirrorSize] = seconds / Double(sizes.edits)
+        }
+        let small = perEdit[sizes.scaleSmall]!, large = perEdit[sizes.scaleLarge]!
+        let ratio = large / small
+        return [
+            BenchResult(
+                name: "mutate-one", variant: "\(sizes.scaleSmall) records", n: sizes.edits,
+                seconds: small * Double(sizes.edits), perOpMicros: small * 1e6),
+            BenchResult(
+                name: "mutate-one", variant: "\(sizes.scaleLarge) records", n: sizes.edits,
+                seconds: large * Double(sizes.edits), perOpMicros: large * 1e6,
+                baseline: "mutate-one (\(sizes.scaleSmall) records)", baselineFigure: small * 1e6,
+                baselineUnit: "µs/op", ratio: ratio, target: "ratio ≤ 3", meetsTarget: ratio <= 3),
+        ]
+    }
+
+    // 7
+    static func propagate(count: Int) async throws -> BenchResult {
+        let directory = try BenchDirectory("propagate")
+        defer { directory.remove() }
+        let path = directory.url.appendingPathComponent("db")
+        let database = try JSONFileDatabase(directory: path, options: options(durable: true))
+        _ = try await database.currentToken(in: zone)
+        let child = try ChildProcess.launch(["--child-watch", path.path, "\(count)"])
+        guard try child.readLine() == "ready" else { throw BenchError("watcher did not start") }
+        var committed: [String: Double] = [:]
+        for index in 0..<count {
+            let record = BenchRecord.make(index)
+            try await database.commit([try save(record)], to: zone)
+            committed[record.recordID] = monotonicSeconds()
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        var latencies: [Double] = []
+        while latencies.count < count, let line = try child.readLine() {
+            let parts = line.split(separator: " ")
+            guard parts.count == 2, let seen = Double(parts[1]), let start = committed[String(parts[0])] else {
+                continue
+            }
+            latencies.append((seen - start) * 1000)
+        }
+        child.terminate()
+        guard latencies.count == count else {
+            throw BenchError("the other process saw \(latencies.count) of \(count) commits")
+        }
+        latencies.sort()
+        let p99 = percentile(latencies, 0.99)
+        return BenchResult(
+            name: "propagate", n: count, seconds: latencies.reduce(0, +) / 1000,
+            target: "p99 ≤ 20 ms", meetsTarget: p99 <= 20, p50Millis: percentile(latencies, 0.5),
+            p99Millis: p99, maxMillis: latencies.last,
+            note: "commit return in one process to dataModel update in another")
+    }
+
+    // 8
+    static func compact(count: Int) async throws -> BenchResult {
+        let directory = try BenchDirectory("compact")
+        defer { directory.remove() }
+        let database = try JSONFileDatabase(
+            directory: directory.url.appendingPathComponent("db"),
+            options: options(durable: false, compaction: false))
+        var records = try await seed(database, count: count)
+        try await database.compact(zone)
+        // One journal line per record on top of the snapshot.
+        var start = 0
+        while start < count {
+            let end = min(count, start + 10_000)
+            var operations: [RecordOperation] = []
+            for index in start..<end {
+                records[index].done.toggle()
+                operations.append(try save(records[index], base: 1))
+            }
+            try await database.commit(operations, to: zone)
+            start = end
+        }
+        let seconds = try await time { try await database.compact(zone) }
+        return BenchResult(
+            name: "compact", n: count, seconds: seconds, recordsPerSecond: Double(count) / seconds,
+            note: "\(count) records in the snapshot and \(count) journal lines")
+    }
+}
+
+/// A small deterministic generator, so runs touch the same records.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// Encodes and decodes many records with one `JSONEncoder` / `JSONDecoder` call each.
+///
+/// Foundation's coders have a fixed cost per call that dominates for small records:
+/// decoding 100,000 records one by one takes about three times as long as decoding the same
+/// records as one array. So a batch is joined into one JSON array (its fields objects are
+/// copied side by side with commas) and decoded at once; encoding does the reverse,
+/// splitting one encoded array with ``JSONScanner``. When the batch call fails (one record
+/// no longer decodes, one value does not encode), the batch falls back to one call per
+/// record, so each failure is still reported for its own record and every other record
+/// gets through.
+package enum RecordBatchCoding {
+    /// Below this many records a batch is not worth joining.
+    package static let minimumBatch = 16
+
+    /// Decodes the fields of every live record in `records`, by record id.
+    package static func decode<Record: Decodable>(
+        _ records: some Collection<StoredRecord>, as type: Record.Type, with decoder: JSONDecoder
+    ) -> [String: Result<Record, any Error>] {
+        var results: [String: Result<Record, any Error>] = [:]
+        results.reserveCapacity(records.count)
+        let live = records.filter { $0.fields != nil }
+        if live.count >= minimumBatch {
+            var joined = Data()
+            joined.reserveCapacity(live.reduce(2) { $0 + $1.fields!.count + 1 })
+            joined.append(UInt8(ascii: "["))
+            for (index, record) in live.enumerated() {
+                if index > 0 { joined.append(UInt8(ascii: ",")) }
+                joined.append(record.fields!)
+            }
+            joined.append(UInt8(ascii: "]"))
+            if let values = try? decoder.decode([Record].self, from: joined), values.count == live.count {
+                for (record, value) in zip(live, values) { results[record.id] = .success(value) }
+                return results
+            }
+        }
+        for record in live {
+            results[record.id] = Result { try decoder.decode(Record.self, from: record.fields!) }
+        }
+        return results
+    }
+
+    /// Encodes every value, in order; each result is the value's JSON object or the error
+    /// encoding it raised.
+    package static func encode<Record: Encodable>(
+        _ values: [Record], with encoder: JSONEncoder
+    ) -> [Result<Data, any Error>] {
+        if values.count >= minimumBatch, let encoded = try? encoder.encode(values),
+           let parts = splitArray(encoded), parts.count == values.count {
+            return parts.map { .success($0) }
+        }
+        return values.map { value in Result { try encoder.encode(value) } }
+    }
+
+    /// The elements of a JSON array, as the bytes of each, or `nil` if `data` is not one
+    /// valid array.
+    package static func splitArray(_ data: Data) -> [Data]? {
+        data.withUnsafeBytes { raw -> [Data]? in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
+            var scanner = JSONScanner(base: base, count: raw.count)
+            scanner.skipWhitespace()
+            guard scanner.consume(UInt8(ascii: "[")) else { return nil }
+            var parts: [Data] = []
+            scanner.skipWhitespace()
+            if scanner.consume(UInt8(ascii: "]")) {
+                scanner.skipWhitespace()
+                return scanner.isAtEnd ? parts : nil
+            }
+            while true {
+                scanner.skipWhitespace()
+                let start = scanner.position
+                guard scanner.skipValue() else { return nil }
+                parts.append(Data(bytes: base + start, count: scanner.position - start))
+                scanner.skipWhitespace()
+                if scanner.consume(UInt8(ascii: ",")) { continue }
+                guard scanner.consume(UInt8(ascii: "]")) else { return nil }
+                scanner.skipWhitespace()
+                return scanner.isAtEnd ? parts : nil
+            }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import MirrorTestSupport
+import Testing
+
+/// Runs the built `mirror-todo` as a user would and checks what it prints.
+@Suite struct TodoConsoleTests {
+    @Test func addListDoneRemoveRoundTrip() async throws {
+        let db = try TemporaryFolder()
+        defer { db.remove() }
+        let added = try await Todo.run(["--db", db.path, "--json", "add", "Buy milk"])
+        #expect(added.status == 0, "\(added.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: Any])
+        let id = try #require(object["id"] as? String)
+        #expect(object["title"] as? String == "Buy milk")
+        #expect(object["done"] as? Bool == false)
+
+        let second = try await Todo.run(["--db", db.path, "add", "Call mom"])
+        #expect(second.status == 0)
+        #expect(second.stdout.contains("Call mom"))
+
+        let listed = try await Todo.list(db)
+        #expect(listed.map { $0["title"] as? String } == ["Buy milk", "Call mom"])
+
+        let done = try await Todo.run(["--db", db.path, "done", "1"])
+        #expect(done.status == 0, "\(done.stderr)")
+        #expect(try await Todo.list(db).first?["done"] as? Bool == true)
+
+        let undone = try await Todo.run(["--db", db.path, "undone", id])
+        #expect(undone.status == 0, "\(undone.stderr)")
+        #expect(try await Todo.list(db).first?["done"] as? Bool == false)
+
+        let edited = try await Todo.run(["--db", db.path, "edit", id, "Buy oat milk"])
+        #expect(edited.status == 0, "\(edited.stderr)")
+        #expect(try await Todo.list(db).first?["title"] as? String == "Buy oat milk")
+
+        let human = try await Todo.run(["--db", db.path, "list"])
+        #expect(human.stdout.contains("1. [ ] Buy oat milk"))
+        #expect(human.stdout.contains("2. [ ] Call mom"))
+
+        let removed = try await Todo.run(["--db", db.path, "remove", id])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(try await Todo.list(db).map { $0["title"] as? String } == ["Call mom"])
+
+        let cleared = try await Todo.run(["--db", db.path, "clear"])
+        #expect(cleared.status == 0)
+        #expect(try await Todo.list(db).isEmpty)
+    }
+
+    @Test func withoutDBTheDefaultLocationFollowsTheEnvironment() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let environment = ["MAGICMIRROR_DIRECTORY": folder.path]
+        let added = try await Todo.run(["add", "Default place"], environment: environment)
+        #expect(added.status == 0, "\(added.stderr)")
+        let journal = try FileManager.default.contentsOfDirectory(atPath: folder.path + "/public/Todo")
+            .filter { $0.hasPrefix("journal-") }
+        #expect(!journal.isEmpty)
+        let listed = try await Todo.run(["--json", "list"], environment: environment)
+        #expect(listed.stdout.contains("Default place"))
+    }
+
+    @Test func privateListIsSeparateFromThePublicOne() async throws {
+        let db = try TemporaryFolder()
+        defer { db.remove() }
+        #expect(try await Todo.run(["--db", db.path, "--private", "add", "Secret"]).status == 0)
+        #expect(try await Todo.list(db).isEmpty)
+        #expect(try await Todo.list(db, extra: ["--private"]).map { $0["title"] as? String } == ["Secret"])
+    }
+
+    @Test func watchPrintsAChangeMadeByAnotherProcess() async throws {
+        let db = try TemporaryFolder()
+        defer { db.remove() }
+        // The zone exists before the watcher starts, as after a first use.
+        #expect(try await Todo.run(["--db", db.path, "add", "First"]).status == 0)
+        let watcher = try Todo.start(["--db", db.path, "--json", "watch"])
+        defer { watcher.kill() }
+        try await watcher.waitForStandardError(containing: "watching", timeout: .seconds(20))
+
+        let added = try await Todo.run(["--db", db.path, "--json", "add", "From another process"])
+        #expect(added.status == 0, "\(added.stderr)")
+        let addedAt = ContinuousClock.now
+        let line = try await watcher.nextLine(timeout: .seconds(10))
+        let elapsed = ContinuousClock.now - addedAt
+        let change = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(change["change"] as? String == "inserted")
+        #expect(change["title"] as? String == "From another process")
+        #expect(change["done"] as? Bool == false)
+        #expect(change["id"] as? String != nil)
+        // The promise: a change shows up in the other terminal within one second.
+        #expect(elapsed < .seconds(1), "watch printed the change after \(elapsed)")
+
+        let id = try #require(change["id"] as? String)
+        #expect(try await Todo.run(["--db", db.path, "done", id]).status == 0)
+        let update = try #require(
+            try JSONSerialization.jsonObject(with: Data(try await watcher.nextLine(timeout: .seconds(10)).utf8))
+                as? [String: Any])
+        #expect(update["change"] as? String == "updated")
+        #expect(update["done"] as? Bool == true)
+
+        #expect(try await Todo.run(["--db", db.path, "remove", id]).status == 0)
+        let removal = try #require(
+            try JSONSerialization.jsonObject(with: Data(try await watcher.nextLine(timeout: .seconds(10)).utf8))
+                as? [String: Any])
+        #expect(removal["change"] as? String == "removed")
+        #expect(removal["id"] as? String == id)
+
+        // Ctrl-C ends it cleanly.
+        try await watcher.stop()
+        #expect(watcher.termination == .exited(0))
+    }
+
+    @Test(arguments: [
+        (["frobnicate"], "unknown command 'frobnicate'"),
+        ([String](), "missing command"),
+        (["add"], "add needs a TITLE"),
+        (["done"], "done needs an ID"),
+        (["edit", "1"], "edit needs an ID and a TITLE"),
+        (["done", "42"], "no item number 42"),
+        (["remove", "no-such-id"], "no item with id no-such-id"),
+        (["--bogus", "list"], "unknown option --bogus"),
+    ])
+    func badInputGivesOneClearLineAndFails(arguments: [String], message: String) async throws {
+        let db = try TemporaryFolder()
+        defer { db.remove() }
+        let result = try await Todo.run(["--db", db.path] + arguments)
+        #expect(result.status != 0)
+        #expect(result.stderr.hasPrefix("mirror-todo: "), "\(result.stderr)")
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test func anUnwritableDatabaseDirectoryFailsClearly() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        // A regular file where the database directory should be: unwritable even for root.
+        let file = folder.url.appendingPathComponent("not-a-directory")
+        try Data("x".utf8).write(to: file)
+        let result = try await Todo.run(["--db", file.path + "/db", "add", "x"])
+        #expect(result.status != 0)
+        #expect(result.stderr.hasPrefix("mirror-todo: "), "\(result.stderr)")
+        #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+        #expect(result.stdout.isEmpty)
+    }
+}
