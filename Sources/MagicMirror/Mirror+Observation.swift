@@ -91,8 +91,9 @@ extension Mirror {
     /// helpers, which re-read the state they wait for on each call, so they need not poll.
     ///
     /// `handler` runs on the thread that made the step, after the mirror's lock is released;
-    /// it must return quickly and not block. It is not called when the step is only taking
-    /// a batch to commit.
+    /// it must return quickly and not block. It is not called when a batch is only taken to
+    /// be committed, nor when ``flush()`` only requeues changes on hold; the commit that
+    /// follows each is a step.
     ///
     /// - Returns: Cancel it (or let it go) to stop the calls.
     package func observeState(_ handler: @escaping @Sendable () -> Void) -> MirrorCancellable {
