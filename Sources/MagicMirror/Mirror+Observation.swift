@@ -85,6 +85,28 @@ extension Mirror {
         }
     }
 
+    /// Calls `handler` after every step that may have changed the mirror's state (its
+    /// records, ``pendingChanges``, ``lastError``): each local mutation, pull, commit outcome
+    /// and failure, whether or not it changed anything visible. For MirrorTesting's waiting
+    /// helpers, which re-read the state they wait for on each call, so they need not poll.
+    ///
+    /// `handler` runs on the thread that made the step, after the mirror's lock is released;
+    /// it must return quickly and not block. It is not called when a batch is only taken to
+    /// be committed, nor when ``flush()`` only requeues changes on hold; the commit that
+    /// follows each is a step.
+    ///
+    /// - Returns: Cancel it (or let it go) to stop the calls.
+    package func observeState(_ handler: @escaping @Sendable () -> Void) -> MirrorCancellable {
+        let number = core.withLock { state in
+            let number = state.makeDeliveryNumber()
+            state.addStateObserver(number, handler)
+            return number
+        }
+        return MirrorCancellable { [weak self] in
+            self?.core.withLock { $0.removeStateObserver(number) }
+        }
+    }
+
     private func currentRecords() -> [Record]? {
         core.withLock { $0.isClosed ? nil : $0.array.array }
     }

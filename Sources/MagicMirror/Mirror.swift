@@ -95,8 +95,8 @@ public final class Mirror<Record: Recordable>: Sendable {
     let pullWakeup = Wakeup()
     let workers = Mutex<[Task<Void, Never>]>([])
     let membership = Mutex<ZoneHubMembership?>(nil)
-    let encoder: JSONEncoder
-    let decoder = JSONDecoder()
+    let encoder = RecordCoder.makeEncoder()
+    let decoder = RecordCoder.makeDecoder()
 
     /// Opens a mirror of `Record` in `scope` of `database` and loads every stored record.
     ///
@@ -129,9 +129,6 @@ public final class Mirror<Record: Recordable>: Sendable {
         try zone.validate()
         self.database = database
         self.zone = zone
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        self.encoder = encoder
         self.core = MirrorLock(MirrorState(
             zone: zone, writerID: database.writerID, configuration: configuration, policy: conflictPolicy))
         // Join before loading, so that nothing committed after the load is missed.
@@ -289,5 +286,6 @@ public final class Mirror<Record: Recordable>: Sendable {
             }
         }
         for observer in effects.observers { observer.signal() }
+        for observer in effects.stateObservers { observer() }
     }
 }

@@ -38,14 +38,35 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
         _ description: String? = nil,
         satisfies predicate: @escaping @Sendable (Element) throws -> Bool
     ) async throws(MirrorError) -> Element {
+        try await firstElement(
+            timeout: timeout, description, describe: { String(describing: $0) }, satisfying: predicate)
+    }
+
+    /// The first element that satisfies `predicate`, within `timeout`; see
+    /// ``waitUntil(timeout:_:satisfies:)``.
+    ///
+    /// - Parameters:
+    ///   - noun: What an element is called in the failure message.
+    ///   - describe: Shows an element in the failure message.
+    ///   - endingReader: Return only once the task reading the sequence has ended (for
+    ///     sequences known to end promptly when that task is cancelled, so that what their
+    ///     iterator holds is released when the wait returns).
+    func firstElement(
+        timeout: Duration,
+        _ description: String?,
+        noun: String = "element",
+        endingReader: Bool = false,
+        describe: @escaping @Sendable (Element) -> String,
+        satisfying predicate: @escaping @Sendable (Element) throws -> Bool
+    ) async throws(MirrorError) -> Element {
         let rendezvous = Rendezvous<Element>()
         let seen = Mutex<(last: Element?, count: Int)>((nil, 0))
-        let awaited = description.map { " for \($0)" } ?? " for an element that satisfies the condition"
+        let awaited = description.map { " for \($0)" } ?? " until the condition held"
 
         @Sendable func lastSeen() -> String {
             let (last, count) = seen.withLock { ($0.last, $0.count) }
-            guard let last else { return "no element was seen" }
-            return "\(count) element\(count == 1 ? "" : "s") seen, the last one: \(String(describing: last))"
+            guard let last else { return "no \(noun) was seen" }
+            return "\(count) \(noun)\(count == 1 ? "" : "s") seen, the last one: \(describe(last))"
         }
 
         let sequence = self
@@ -77,8 +98,15 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
             }
         }
         rendezvous.onResolve { reader.cancel() }
-        return try await rendezvous.value(timeout: timeout) {
-            MirrorError(.timedOut, "timed out after \(timeout) waiting\(awaited); \(lastSeen())")
+        let result: Result<Element, MirrorError>
+        do {
+            result = .success(try await rendezvous.value(timeout: timeout) {
+                MirrorError(.timedOut, "timed out after \(timeout) waiting\(awaited); \(lastSeen())")
+            })
+        } catch {
+            result = .failure(error)
         }
+        if endingReader { await reader.value }
+        return try result.get()
     }
 }

@@ -51,23 +51,37 @@ extension InMemoryDatabase {
     /// `.zero` at first.
     ///
     /// The wait is a `Task.sleep`: cancelling the committing task ends it, and the commit
-    /// then throws ``MirrorError/Kind/cancelled`` and stores nothing. Use a long latency to
-    /// keep a commit in flight while something else happens, and observe the order of
-    /// events, not the time they take.
+    /// then throws ``MirrorError/Kind/cancelled`` and stores nothing. A new value applies to
+    /// the commits already waiting, too: each waits until the time it started plus the
+    /// latency now set, so setting it back to `.zero` lets them all go on at once.
+    ///
+    /// That makes a long latency a deterministic way to keep a commit in flight while the
+    /// test looks at what happens meanwhile; observe the order of events, not the time they
+    /// take:
+    ///
+    /// ```swift
+    /// database.commitLatency = .seconds(3600)
+    /// mirror.dataModel.append(record)
+    /// try await database.commitsInProgressUpdates.waitUntil { $0 == 1 }
+    /// #expect(mirror.pendingChanges.first?.isCommitting == true)
+    /// database.commitLatency = .zero       // the commit goes on now
+    /// try await mirror.waitUntilCommitted()
+    /// ```
     public var commitLatency: Duration {
         get { faults.withLock { $0.commitLatency } }
-        set { faults.withLock { $0.commitLatency = newValue } }
+        set { changeLatency { $0.commitLatency = newValue } }
     }
 
     /// How long each read of this instance (``fetchAll(in:)``, ``fetch(_:in:)``,
     /// ``changes(in:since:)``, ``currentToken(in:)``) waits before it runs; `.zero` at
     /// first.
     ///
-    /// Like ``commitLatency``, a cancellable `Task.sleep`; a cancelled read throws
-    /// ``MirrorError/Kind/cancelled``.
+    /// Like ``commitLatency``: a cancellable `Task.sleep` (a cancelled read throws
+    /// ``MirrorError/Kind/cancelled``), and a new value applies to the reads already
+    /// waiting.
     public var readLatency: Duration {
         get { faults.withLock { $0.readLatency } }
-        set { faults.withLock { $0.readLatency = newValue } }
+        set { changeLatency { $0.readLatency = newValue } }
     }
 
     /// Makes the next `count` commits of this instance throw a ``MirrorError`` of `kind`.
@@ -126,21 +140,85 @@ extension InMemoryDatabase {
     /// Removes every injected fault of this instance: queued failures, latencies, and
     /// makes it ``Availability/available`` again.
     ///
-    /// Commits and reads already waiting out their latency keep waiting.
+    /// Commits and reads waiting out their latency go on at once.
     public func removeAllFaults() {
-        faults.withLock { $0 = FaultState() }
+        changeLatency { state in
+            var cleared = FaultState()
+            cleared.latencyWaiters = state.latencyWaiters
+            cleared.nextLatencyWaiter = state.nextLatencyWaiter
+            cleared.latencyGeneration = state.latencyGeneration
+            state = cleared
+        }
     }
 
-    /// Waits out the latency of a commit or read.
+    /// Changes the faults, then wakes the commits and reads waiting out their latency, so
+    /// they wait again with the latency now set.
+    private func changeLatency(_ change: (inout FaultState) -> Void) {
+        let waiting = faults.withLock { state in
+            change(&state)
+            state.latencyGeneration += 1
+            defer { state.latencyWaiters.removeAll() }
+            return state.latencyWaiters.values
+        }
+        for waiter in waiting { waiter.resume() }
+    }
+
+    /// Waits out the latency of a commit or read: until the time it started plus the
+    /// latency set now, again whenever the latency changes.
     func injectLatency(of operation: FaultState.Operation, zone: ZoneID) async throws(MirrorError) {
-        let latency = faults.withLock { operation == .commit ? $0.commitLatency : $0.readLatency }
-        guard latency > .zero else { return }
-        do {
-            try await Task.sleep(for: latency)
-        } catch {
-            throw MirrorError(
-                .cancelled, "the \(operation) of \(zone) was cancelled during its injected latency of \(latency)",
-                recordType: zone.recordType, scope: zone.scope, underlying: error)
+        let start = ContinuousClock.now
+        while true {
+            let (latency, generation) = faults.withLock {
+                (operation == .commit ? $0.commitLatency : $0.readLatency, $0.latencyGeneration)
+            }
+            guard latency > .zero else { return }
+            let deadline = start.advanced(by: latency)
+            guard ContinuousClock.now < deadline else { return }
+            do {
+                try await waitForLatencyChange(until: deadline, unlessChangedFrom: generation)
+            } catch {
+                throw MirrorError(
+                    .cancelled,
+                    "the \(operation) of \(zone) was cancelled during its injected latency of \(latency)",
+                    recordType: zone.recordType, scope: zone.scope, underlying: error)
+            }
+        }
+    }
+
+    /// Returns at `deadline` or when a latency changes, whichever comes first.
+    ///
+    /// - Parameter generation: The ``FaultState/latencyGeneration`` the deadline was
+    ///   computed with; returns at once when the latencies changed since.
+    /// - Throws: `CancellationError` when the task is cancelled.
+    private func waitForLatencyChange(
+        until deadline: ContinuousClock.Instant, unlessChangedFrom generation: Int
+    ) async throws {
+        let key = faults.withLock { state in
+            defer { state.nextLatencyWaiter += 1 }
+            return state.nextLatencyWaiter
+        }
+        // Resumes the wait at the deadline; cancelled as soon as the wait ends.
+        let timer = Task { [weak self] in
+            guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
+            self?.faults.withLock { $0.latencyWaiters.removeValue(forKey: key) }?.resume()
+        }
+        defer { timer.cancel() }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                // Under the lock, so that neither the latency nor cancellation can change
+                // between the checks and the registration.
+                let outcome: Result<Void, CancellationError>? = faults.withLock { state in
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    if state.latencyGeneration != generation || ContinuousClock.now >= deadline {
+                        return .success(())
+                    }
+                    state.latencyWaiters[key] = LatencyWaiter(continuation: continuation)
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome.mapError { $0 as any Error }) }
+            }
+        } onCancel: {
+            self.faults.withLock { $0.latencyWaiters.removeValue(forKey: key) }?.cancel()
         }
     }
 
@@ -198,6 +276,22 @@ struct FaultState: Sendable {
     var readLatency = Duration.zero
     /// Queued failures, used up in order.
     var failures: [InjectedFailure] = []
+    /// Grows with every change of the latencies.
+    var latencyGeneration = 0
+    /// The commits and reads waiting out their latency, woken when it changes.
+    var latencyWaiters: [Int: LatencyWaiter] = [:]
+    var nextLatencyWaiter = 0
+}
+
+/// A commit or read waiting out its injected latency.
+struct LatencyWaiter: Sendable {
+    let continuation: CheckedContinuation<Void, any Error>
+
+    /// Ends the wait: the latency changed or its deadline passed.
+    func resume() { continuation.resume() }
+
+    /// Ends the wait because the waiting task was cancelled.
+    func cancel() { continuation.resume(throwing: CancellationError()) }
 }
 
 /// Failures queued by `failNextCommits` or `failNextReads`.

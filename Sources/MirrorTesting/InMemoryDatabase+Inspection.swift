@@ -96,6 +96,46 @@ extension InMemoryDatabase {
     /// See ``CommitLogUpdates`` for how elements are delivered.
     public var commitLogUpdates: CommitLogUpdates { CommitLogUpdates(store: store) }
 
+    /// How many calls of ``commit(_:to:)`` are running now, on this instance and on every
+    /// instance sharing its store (``writer(named:)``): started, and not returned yet. A
+    /// commit waiting out its ``commitLatency`` counts.
+    ///
+    /// Wait on ``commitsInProgressUpdates`` to know that code under test has reached the
+    /// database, for example to check what it shows while a commit is in flight.
+    public var commitsInProgress: Int {
+        store.contents.withLock { $0.commitsInProgress }
+    }
+
+    /// ``commitsInProgress`` now, then again each time a commit starts or ends, for as long
+    /// as the sequence is iterated.
+    ///
+    /// Every value is delivered, in order (none is skipped, however briefly it held), so a
+    /// wait for a count cannot miss it:
+    ///
+    /// ```swift
+    /// database.commitLatency = .seconds(3600)
+    /// mirror.dataModel.append(record)
+    /// try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(5)) { $0 == 1 }
+    /// ```
+    ///
+    /// Each access returns a new sequence; it stops receiving values when its iteration
+    /// ends or its iterating task is cancelled.
+    public var commitsInProgressUpdates: AsyncStream<Int> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
+        let store = store
+        let key = store.contents.withLock { contents in
+            let key = contents.nextProgressReader
+            contents.nextProgressReader += 1
+            contents.progressReaders[key] = continuation
+            continuation.yield(contents.commitsInProgress)
+            return key
+        }
+        continuation.onTermination = { _ in
+            _ = store.contents.withLock { $0.progressReaders.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
     /// How many readers of ``commitLogUpdates`` are suspended waiting for the log to
     /// change (for this package's tests: an ended iteration must leave none behind).
     package var commitLogReaderCount: Int {

@@ -26,7 +26,12 @@ import Synchronization
 ///   ``simulateDelete(_:scope:user:by:)`` and their raw variants, which change the records
 ///   as another process would and notify every subscription.
 /// - **Inspection**: ``records(_:scope:user:)``, ``storedRecords(in:includingDeleted:)``,
-///   ``storedRecord(_:in:)``, ``commitLog`` and ``commitLogUpdates``.
+///   ``storedRecord(_:in:)``, ``commitLog``, ``commitLogUpdates``, and the commits running
+///   now: ``commitsInProgress`` and ``commitsInProgressUpdates``.
+///
+/// To wait for a mirror on it to reach a state, use the waits MirrorTesting adds to
+/// `Mirror`: `waitUntil(timeout:_:_:)`, `waitUntilCommitted(timeout:)`,
+/// `waitUntilPendingChanges(timeout:_:_:)` and `waitForLastError(timeout:_:where:)`.
 ///
 /// > Important: Every method may be called from any thread or task, concurrently. Faults
 /// > belong to one instance: those set on this instance do not affect the instances made
@@ -76,13 +81,16 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// Before the operations are checked, the injected faults apply in this order: the
     /// ``commitLatency`` elapses, then the commit fails when ``availability`` is not
     /// ``Availability/available``, then when a failure from ``failNextCommits(_:with:in:)``
-    /// is due. Every call is logged in ``commitLog``.
+    /// is due. Every call is logged in ``commitLog`` when it ends, and counted in
+    /// ``commitsInProgress`` while it runs.
     ///
     /// - Throws: A ``MirrorError``: an injected one, ``MirrorError/Kind/cancelled`` when the
     ///   task is cancelled during the latency, or an invalid name or record. Nothing is
     ///   stored then.
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        store.countCommitInProgress(+1)
+        defer { store.countCommitInProgress(-1) }
         do {
             try await injectLatency(of: .commit, zone: zone)
             try injectFailure(of: .commit, zone: zone, recordIDs: operations.map(\.recordID))
@@ -152,9 +160,8 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// complete zone from ``changes(in:since:)``.
     public func compact(_ zone: ZoneID) {
         store.contents.withLock { contents in
-            guard var state = contents.zones[zone] else { return }
-            state.compact(toGeneration: state.token.generation + 1)
-            contents.zones[zone] = state
+            guard let generation = contents.zones[zone]?.token.generation else { return }
+            contents.zones[zone]?.compact(toGeneration: generation + 1)
         }
     }
 
@@ -177,6 +184,11 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
             /// resumed with the log and its version.
             var logWaiters: [Int: CheckedContinuation<(log: [CommitLogEntry], version: Int)?, Never>] = [:]
             var nextLogWaiter = 0
+            /// Calls of `commit` that started and did not return yet.
+            var commitsInProgress = 0
+            /// The readers of ``InMemoryDatabase/commitsInProgressUpdates``.
+            var progressReaders: [Int: AsyncStream<Int>.Continuation] = [:]
+            var nextProgressReader = 0
 
             /// Appends to the log and wakes its readers.
             mutating func log(
@@ -219,19 +231,22 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
             let (outcome, applied, notifications) = try contents.withLock {
                 contents throws(MirrorError) in
                 var operations = operations
-                var state = contents.zones[zone] ?? ZoneState()
+                // Read through a copy (cheap: its storage is shared), but change the zone in
+                // place in the dictionary: a copy that is then mutated would duplicate every
+                // record of the zone, making each commit cost time in proportion to its size.
+                let before = contents.zones[zone] ?? ZoneState()
                 do throws(MirrorError) {
-                    try check(state)
+                    try check(before)
                 } catch {
                     contents.log(.failed(error), zone: zone, writer: writer, operations: operations, simulated: simulated)
                     throw error
                 }
                 if rebase {
                     for index in operations.indices {
-                        operations[index].baseVersion = state.records[operations[index].recordID]?.version ?? 0
+                        operations[index].baseVersion = before.records[operations[index].recordID]?.version ?? 0
                     }
                 }
-                switch state.prepare(operations, writer: writer) {
+                switch before.prepare(operations, writer: writer) {
                 case .failure(let conflict):
                     contents.log(
                         .completed(conflict.outcome), zone: zone, writer: writer,
@@ -240,9 +255,12 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
                 case .success(let prepared):
                     let changed = prepared.compactMap { $0 }
                     if !changed.isEmpty {
-                        state.apply(changed, sequence: state.token.sequence + 1)
-                        contents.zones[zone] = state
+                        // Drop the copy first, so the zone's storage is uniquely referenced.
+                        _ = consume before
+                        let sequence = (contents.zones[zone]?.token.sequence ?? 0) + 1
+                        contents.zones[zone, default: ZoneState()].apply(changed, sequence: sequence)
                     }
+                    let state = contents.zones[zone] ?? ZoneState()
                     for operation in operations { clock.observe(operation.timestamp) }
                     let outcome = state.outcome(for: prepared, of: operations)
                     contents.log(
@@ -255,6 +273,15 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
             }
             subscribers.deliver(notifications)
             return (outcome, applied)
+        }
+
+        /// Counts a commit that starts (`+1`) or ends (`-1`), and tells the readers of
+        /// ``InMemoryDatabase/commitsInProgressUpdates``.
+        func countCommitInProgress(_ change: Int) {
+            contents.withLock { contents in
+                contents.commitsInProgress += change
+                for reader in contents.progressReaders.values { reader.yield(contents.commitsInProgress) }
+            }
         }
 
         /// Logs a commit that threw before reaching the records.

@@ -186,6 +186,72 @@ import Testing
         await expectError(.cancelled) { try await result(of: slowRead).get() }
     }
 
+    @Test func aNewLatencyAppliesToTheCommitsAlreadyWaiting() async throws {
+        let database = InMemoryDatabase()
+        database.commitLatency = .seconds(3600)
+        let slow = Task { try await database.commit([newRecord("slow")], to: zone) }
+        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(10)) { $0 == 1 }
+        #expect(database.commitLog.isEmpty)
+        // Still far from its start plus one second less than an hour: it keeps waiting.
+        database.commitLatency = .seconds(3599)
+        #expect(database.commitsInProgress == 1)
+        database.commitLatency = .zero
+        let outcome = try await result(of: slow).get()
+        #expect(outcome.isApplied)
+        #expect(database.commitsInProgress == 0)
+        #expect(database.commitLog.map(\.isApplied) == [true])
+    }
+
+    @Test func aNewReadLatencyAppliesToTheReadsAlreadyWaiting() async throws {
+        let database = InMemoryDatabase()
+        try await database.commit([newRecord("a")], to: zone)
+        database.readLatency = .seconds(3600)
+        let (started, signal) = AsyncStream.makeStream(of: Void.self)
+        let slowRead = Task {
+            signal.yield()
+            return try await database.fetchAll(in: zone)
+        }
+        try await started.waitUntil(timeout: .seconds(10)) { true }
+        database.readLatency = .zero
+        #expect(try await result(of: slowRead).get().records.map(\.id) == ["a"])
+    }
+
+    @Test func removeAllFaultsReleasesTheCommitsWaitingOutTheirLatency() async throws {
+        let database = InMemoryDatabase()
+        database.commitLatency = .seconds(3600)
+        let slow = Task { try await database.commit([newRecord("slow")], to: zone) }
+        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(10)) { $0 == 1 }
+        database.removeAllFaults()
+        #expect(try await result(of: slow).get().isApplied)
+    }
+
+    @Test func commitsInProgressCountsEveryStartAndEndInOrder() async throws {
+        let database = InMemoryDatabase()
+        let other = database.writer(named: "other")
+        let updates = database.commitsInProgressUpdates
+        let seen = Task {
+            var values: [Int] = []
+            for await value in updates {
+                values.append(value)
+                if values.count == 5 { break }
+            }
+            return values
+        }
+        database.commitLatency = .seconds(3600)
+        other.commitLatency = .seconds(3600)
+        let first = Task { try await database.commit([newRecord("a")], to: zone) }
+        let second = Task { try await other.commit([newRecord("b")], to: zone) }
+        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(10)) { $0 == 2 }
+        #expect(database.commitsInProgress == 2)
+        #expect(other.commitsInProgress == 2)
+        database.commitLatency = .zero
+        other.commitLatency = .zero
+        _ = try await result(of: first).get()
+        _ = try await result(of: second).get()
+        #expect(try await value(of: seen) == [0, 1, 2, 1, 0])
+        #expect(database.commitsInProgress == 0)
+    }
+
     @Test func removeAllFaultsRestoresANormalDatabase() async throws {
         let database = InMemoryDatabase()
         database.failNextCommits(2, with: .ioFailure)

@@ -66,6 +66,9 @@ struct MirrorState<Record: Recordable> {
     private var changeStreams: [Int: AsyncStream<MirrorChange<Record>>.Continuation] = [:]
     private var errorStreams: [Int: AsyncStream<MirrorError>.Continuation] = [:]
     private var observers: [Int: Wakeup] = [:]
+    /// Called after every locked section that drains, whatever changed (for the waits of
+    /// MirrorTesting, which re-read the state they wait on).
+    private var stateObservers: [Int: @Sendable () -> Void] = [:]
     private var flushWaiters: [Int: (target: Int, continuation: CheckedContinuation<Void, any Error>)] = [:]
     private var nextDeliveryNumber = 0
     private(set) var isClosed = false
@@ -746,6 +749,12 @@ struct MirrorState<Record: Recordable> {
 
     mutating func removeObserver(_ number: Int) { observers[number] = nil }
 
+    mutating func addStateObserver(_ number: Int, _ observer: @escaping @Sendable () -> Void) {
+        if !isClosed { stateObservers[number] = observer }
+    }
+
+    mutating func removeStateObserver(_ number: Int) { stateObservers[number] = nil }
+
     private mutating func emit(_ change: MirrorChange<Record>) {
         for continuation in changeStreams.values { continuation.yield(change) }
         observersDirty = true
@@ -763,6 +772,8 @@ struct MirrorState<Record: Recordable> {
     struct Effects {
         var errors: [MirrorError] = []
         var observers: [Wakeup] = []
+        /// Every state observer: called after every drain.
+        var stateObservers: [@Sendable () -> Void] = []
         /// The mirror, no longer retained by itself; released (and possibly deallocated)
         /// outside the lock.
         var released: AnyObject?
@@ -786,6 +797,7 @@ struct MirrorState<Record: Recordable> {
             observersDirty = false
             effects.observers = Array(observers.values)
         }
+        if !stateObservers.isEmpty { effects.stateObservers = Array(stateObservers.values) }
         return effects
     }
 
@@ -798,6 +810,7 @@ struct MirrorState<Record: Recordable> {
             changeStreams.removeAll()
             errorStreams.removeAll()
             observers.removeAll()
+            stateObservers.removeAll()
         }
         for waiter in flushWaiters.values {
             waiter.continuation.resume(throwing: MirrorError(

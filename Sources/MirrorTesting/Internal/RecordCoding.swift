@@ -4,14 +4,12 @@ import MagicMirror
 /// Encodes and decodes ``Recordable`` values as stored fields, for the simulated writers
 /// and the typed inspection of ``InMemoryDatabase``.
 ///
-/// The bytes are a JSON object with sorted keys and the encoder's default strategies.
+/// The bytes are exactly what a `Mirror` stores: both use MagicMirror's `RecordCoder`.
 enum RecordCoding {
     /// The fields of `record`.
     static func encode<Record: Recordable>(_ record: Record, scope: Scope) throws(MirrorError) -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
         do {
-            return try encoder.encode(record)
+            return try RecordCoder.makeEncoder().encode(record)
         } catch {
             throw MirrorError(
                 .encodingFailed, "record \(record.recordID) could not be encoded: \(error)",
@@ -29,7 +27,7 @@ enum RecordCoding {
                 recordType: Record.recordType, scope: scope)
         }
         do {
-            return try JSONDecoder().decode(Record.self, from: fields)
+            return try RecordCoder.makeDecoder().decode(Record.self, from: fields)
         } catch {
             throw MirrorError(
                 .decodingFailed, "stored record \(stored.id) does not decode as \(Record.self): \(error)",

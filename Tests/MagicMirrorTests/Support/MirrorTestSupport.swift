@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import MirrorTesting
 import Synchronization
 import Testing
 
@@ -131,17 +132,14 @@ final class AsyncCollector<Element: Sendable>: Sendable {
     }
 }
 
-/// Waits until a mirror's records satisfy `condition`.
+/// Waits until a mirror's records satisfy `condition` (MirrorTesting's `Mirror.waitUntil`).
 ///
-/// - Throws: ``TimedOut`` showing the last records seen.
+/// - Throws: `MirrorError.timedOut` showing the last records seen.
 func waitUntil<Record: Recordable>(
     _ mirror: Mirror<Record>, _ what: String, timeout: Duration = testTimeout,
     _ condition: @escaping @Sendable ([Record]) -> Bool
 ) async throws {
-    let values = AsyncCollector<[Record]>()
-    let observation = mirror.observe { values.append($0) }
-    defer { observation.cancel() }
-    try await values.wait(what, timeout: timeout) { seen in seen.last.map(condition) ?? false }
+    try await mirror.waitUntil(timeout: timeout, what) { condition($0.array) }
 }
 
 /// Collects the `.mirrorError` notifications that match a condition (tests run in

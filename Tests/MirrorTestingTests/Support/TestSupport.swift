@@ -84,3 +84,20 @@ func value<Success: Sendable>(
     defer { watcher.cancel() }
     return try await finished.waitUntil(timeout: timeout, "the task to finish") { _ in true }
 }
+
+/// Retry settings that make the mirror tests quick: 5 ms, doubling up to 40 ms.
+let quickRetries = MirrorConfiguration(retryDelay: .milliseconds(5), maximumRetryDelay: .milliseconds(40))
+
+/// A mirror of ``SampleRecord`` on `database`, retrying quickly.
+func sampleMirror(
+    on database: any RecordDatabase, configuration: MirrorConfiguration = quickRetries
+) async throws -> Mirror<SampleRecord> {
+    try await Mirror<SampleRecord>(database: database, configuration: configuration)
+}
+
+/// Collects the errors of a `.mirrorError` notification that name one of `recordIDs` (tests
+/// run in parallel and share `NotificationCenter.default`; each test's records are its own).
+func errorRecorder(naming recordIDs: String...) -> ErrorNotificationRecorder {
+    let wanted = Set(recordIDs)
+    return ErrorNotificationRecorder { !wanted.isDisjoint(with: $0.recordIDs) }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+
+/// The article "Testing code that uses MagicMirror" shows the example that
+/// DocumentationExampleTests.swift compiles and runs: this suite keeps the two identical.
+@Suite struct DocumentationArticleTests {
+    /// The package's root directory, from this file's path.
+    private static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()    // MirrorTestingTests
+        .deletingLastPathComponent()    // Tests
+        .deletingLastPathComponent()
+
+    private static let articlePath = "Sources/MirrorTesting/Documentation.docc/TestingWithMirrorTesting.md"
+    private static let examplePath = "Tests/MirrorTestingTests/DocumentationExampleTests.swift"
+
+    private func read(_ path: String) throws -> String {
+        try String(contentsOf: Self.packageRoot.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    /// The contents of every fenced code block marked `swift`, without the fences.
+    static func swiftCodeBlocks(in markdown: String) -> [String] {
+        var blocks: [String] = []
+        var current: [Substring]?
+        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
+            if current == nil {
+                if line.trimmingCharacters(in: .whitespaces) == "```swift" { current = [] }
+            } else if line.trimmingCharacters(in: .whitespaces) == "```" {
+                blocks.append(current!.joined(separator: "\n"))
+                current = nil
+            } else {
+                current!.append(line)
+            }
+        }
+        return blocks
+    }
+
+    @Test func everyCodeBlockOfTheArticleIsInTheCompiledExample() throws {
+        let article = try read(Self.articlePath)
+        let example = try read(Self.examplePath)
+        let blocks = Self.swiftCodeBlocks(in: article)
+        // The app's code and its tests.
+        #expect(blocks.count == 2, "\(blocks.count) swift code blocks in \(Self.articlePath)")
+        for block in blocks {
+            let isInExample = example.contains(block)
+            #expect(
+                isInExample,
+                "this code block of \(Self.articlePath) is not in \(Self.examplePath) as it is:\n\(block)")
+        }
+        #expect(blocks.contains { $0.contains("struct ShoppingListTests") })
+        #expect(blocks.contains { $0.contains("final class ShoppingList") })
+    }
+
+    @Test func theArticleIsTheOneTheLandingPageLinks() throws {
+        let article = try read(Self.articlePath)
+        #expect(article.hasPrefix("# Testing code that uses MagicMirror\n"))
+        let landing = try read("Sources/MirrorTesting/Documentation.docc/MirrorTesting.md")
+        #expect(landing.contains("<doc:TestingWithMirrorTesting>"))
+    }
+
+    @Test func codeBlocksAreFoundWithoutTheirFences() {
+        let markdown = "Text\n\n```swift\nlet a = 1\n\nlet b = 2\n```\n\n```\nnot swift\n```\n```swift\nc()\n```\n"
+        #expect(Self.swiftCodeBlocks(in: markdown) == ["let a = 1\n\nlet b = 2", "c()"])
+    }
+}
