@@ -26,7 +26,7 @@ public protocol Recordable: Identifiable, Codable, Sendable, Equatable {
     /// It must be a valid name: not empty, at most 255 bytes, no `/` or NUL, not `.` or `..`.
     static var recordType: String { get }
 
-    /// The record's identity in the database, derived from ``id`` by default for `UUID`
+    /// The record's identity in the database, derived from `id` by default for `UUID`
     /// and `String` ids. Must be a valid name like ``recordType``.
     var recordID: String { get }
 }
