@@ -79,7 +79,15 @@ struct BenchDirectory {
             .appendingPathComponent("mirror-bench-\(label)-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
-    func remove() { try? FileManager.default.removeItem(at: url) }
+    /// Removes the directory, unless `MIRROR_BENCH_KEEP` is set (to profile a workload's
+    /// data afterwards).
+    func remove() {
+        if ProcessInfo.processInfo.environment["MIRROR_BENCH_KEEP"] != nil {
+            FileHandle.standardError.write(Data("kept \(url.path)\n".utf8))
+            return
+        }
+        try? FileManager.default.removeItem(at: url)
+    }
 }
 
 enum Output {
