@@ -64,13 +64,37 @@ enum Workloads {
     /// Seeds a zone with `count` records in commits of 10,000 and returns them.
     static func seed(_ database: JSONFileDatabase, count: Int) async throws -> [BenchRecord] {
         let records = BenchRecord.makeMany(count)
+        try await seed(database, with: records)
+        return records
+    }
+
+    /// Stores `records` in commits of 10,000.
+    static func seed(_ database: JSONFileDatabase, with records: [BenchRecord]) async throws {
         var start = 0
-        while start < count {
-            let end = min(count, start + 10_000)
+        while start < records.count {
+            let end = min(records.count, start + 10_000)
             try await database.commit(try records[start..<end].map { try save($0) }, to: zone)
             start = end
         }
-        return records
+    }
+
+    /// The two results of a workload run at a small and a large size, the second compared
+    /// with the first.
+    static func scalePair(
+        _ name: String, _ sizes: (small: Int, large: Int), n: Int, perOp: [Int: Double], limit: Double
+    ) -> [BenchResult] {
+        let small = perOp[sizes.small]!, large = perOp[sizes.large]!
+        let ratio = large / small
+        return [
+            BenchResult(
+                name: name, variant: "\(sizes.small) records", n: n,
+                seconds: small * Double(n), perOpMicros: small * 1e6),
+            BenchResult(
+                name: name, variant: "\(sizes.large) records", n: n,
+                seconds: large * Double(n), perOpMicros: large * 1e6,
+                baseline: "\(name) (\(sizes.small) records)", baselineFigure: small * 1e6,
+                baselineUnit: "µs/op", ratio: ratio, target: "ratio ≤ \(limit)", meetsTarget: ratio <= limit),
+        ]
     }
 
     // 1, 2
@@ -117,18 +141,7 @@ enum Workloads {
             }
             perOp[zoneSize] = seconds / Double(sizes.updates)
         }
-        let small = perOp[sizes.scaleSmall]!, large = perOp[sizes.scaleLarge]!
-        let ratio = large / small
-        return [
-            BenchResult(
-                name: "update-at-scale", variant: "\(sizes.scaleSmall) records", n: sizes.updates,
-                seconds: small * Double(sizes.updates), perOpMicros: small * 1e6),
-            BenchResult(
-                name: "update-at-scale", variant: "\(sizes.scaleLarge) records", n: sizes.updates,
-                seconds: large * Double(sizes.updates), perOpMicros: large * 1e6,
-                baseline: "update-at-scale (\(sizes.scaleSmall) records)", baselineFigure: small * 1e6,
-                baselineUnit: "µs/op", ratio: ratio, target: "ratio ≤ 1.5", meetsTarget: ratio <= 1.5),
-        ]
+        return scalePair("update-at-scale", (sizes.scaleSmall, sizes.scaleLarge), n: sizes.updates, perOp: perOp, limit: 1.5)
     }
 
     // 4
@@ -172,12 +185,7 @@ enum Workloads {
             do {
                 let database = try JSONFileDatabase(
                     directory: path, options: options(durable: false, compaction: false))
-                var start = 0
-                while start < count {
-                    let end = min(count, start + 10_000)
-                    try await database.commit(try records[start..<end].map { try save($0) }, to: zone)
-                    start = end
-                }
+                try await seed(database, with: records)
                 if compacted { try await database.compact(zone) }
             }
             let report = try ChildProcess.launch(["--child-open", path.path, "\(count)"]).readAll()
@@ -216,18 +224,7 @@ enum Workloads {
             }
             perEdit[mirrorSize] = seconds / Double(sizes.edits)
         }
-        let small = perEdit[sizes.scaleSmall]!, large = perEdit[sizes.scaleLarge]!
-        let ratio = large / small
-        return [
-            BenchResult(
-                name: "mutate-one", variant: "\(sizes.scaleSmall) records", n: sizes.edits,
-                seconds: small * Double(sizes.edits), perOpMicros: small * 1e6),
-            BenchResult(
-                name: "mutate-one", variant: "\(sizes.scaleLarge) records", n: sizes.edits,
-                seconds: large * Double(sizes.edits), perOpMicros: large * 1e6,
-                baseline: "mutate-one (\(sizes.scaleSmall) records)", baselineFigure: small * 1e6,
-                baselineUnit: "µs/op", ratio: ratio, target: "ratio ≤ 3", meetsTarget: ratio <= 3),
-        ]
+        return scalePair("mutate-one", (sizes.scaleSmall, sizes.scaleLarge), n: sizes.edits, perOp: perEdit, limit: 3)
     }
 
     // 7
