@@ -51,6 +51,13 @@ final class MirrorAccountLink<Record: Recordable>: Sendable {
         heirs.withLock { body(&$0) }
     }
 
+    /// Cancels the flush numbered `number` if an heir holds it.
+    func cancelFlushWaiter(_ number: Int) {
+        for heir in heirs.withLock({ Array($0.values) }) where heir.core.withLock({ $0.cancelFlushWaiter(number) }) {
+            return
+        }
+    }
+
     /// The heirs with changes still to commit (``Mirror/flush()`` waits for them too).
     func unfinishedHeirs() -> [Mirror<Record>] {
         heirs.withLock { heirs in

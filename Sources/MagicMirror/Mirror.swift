@@ -299,7 +299,8 @@ public final class Mirror<Record: Recordable>: Sendable {
                 commitWakeup.signal()
             }
         } onCancel: {
-            core.withLock { $0.cancelFlushWaiter(number) }
+            // A user switch hands the flushes waiting for the old user's changes to an heir.
+            if !core.withLock({ $0.cancelFlushWaiter(number) }) { account.cancelFlushWaiter(number) }
         }
         for heir in earlierUsers { try await heir.flush() }
     }

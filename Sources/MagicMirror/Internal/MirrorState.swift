@@ -683,6 +683,10 @@ struct MirrorState<Record: Recordable> {
         old.observersDirty = false
         old.outbox = []
         old.retainer = nil
+        // The old state's own deliveries (its owner's flushes) are numbered from far below,
+        // so that they never share a number with this state's, and a flush cancelled here
+        // can be looked for there.
+        old.nextDeliveryNumber = Int.min / 2
 
         var fresh = MirrorState(zone: newZone, writerID: writerID, configuration: configuration, policy: policy)
         fresh.epoch = epoch + 1
@@ -735,10 +739,13 @@ struct MirrorState<Record: Recordable> {
         flushWaiters[number] = (target, continuation)
     }
 
-    mutating func cancelFlushWaiter(_ number: Int) {
-        guard let waiter = flushWaiters.removeValue(forKey: number) else { return }
+    /// Ends a waiting flush with a cancellation error; whether it was waiting here.
+    @discardableResult
+    mutating func cancelFlushWaiter(_ number: Int) -> Bool {
+        guard let waiter = flushWaiters.removeValue(forKey: number) else { return false }
         waiter.continuation.resume(throwing: MirrorError(
             .cancelled, "flush() was cancelled", recordType: zone.recordType, scope: zone.scope))
+        return true
     }
 
     private func oldestPendingSequence() -> Int? {
