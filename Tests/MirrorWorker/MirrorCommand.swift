@@ -22,7 +22,8 @@ import Synchronization
 /// - `state <uptime-ns> <json>` with the records as a JSON array of `{"id","title"}` objects
 ///   in `dataModel` order, first when loaded and then after changes (several changes close
 ///   together may give one line); `<uptime-ns>` is `DispatchTime.now().uptimeNanoseconds`;
-/// - `ok <command line>` once a command was applied (for `flush`, once it returned);
+/// - `ok <command line>` once a command was applied (for `flush`, once it returned, after a
+///   line `flushed <uptime-ns>` saying when);
 /// - `error <message>` for a command that failed.
 ///
 /// Commands: `add <id> <title…>`, `edit <id> <title…>`, `delete <id>`, `flush`, `compact`,
@@ -88,6 +89,7 @@ enum MirrorCommand {
                     mirror.dataModel.removeAll { $0.id == words[1] }
                 case "flush":
                     try await mirror.flush()
+                    output.write("flushed \(DispatchTime.now().uptimeNanoseconds)")
                 case "compact":
                     try await database.compact(mirror.zone)
                 case "switch-user" where words.count == 2:
