@@ -60,10 +60,13 @@ extension Mirror {
         let since = core.withLock { $0.beginPull() }
         let set: ChangeSet
         do {
-            set = try await database.changes(in: zone, since: since.token)
+            set = try await database.changes(in: since.zone, since: since.token)
         } catch {
             let effects = core.withLock { state in
-                state.pullFailed(mirrorError(error, while: "reading changes"), now: .now)
+                // After a user switch, the failure of a pull of the old zone does not matter.
+                if state.epoch == since.epoch {
+                    state.pullFailed(mirrorError(error, while: "reading changes"), now: .now)
+                }
                 return state.drain(owner: self)
             }
             deliver(effects)
@@ -82,8 +85,12 @@ extension Mirror {
     }
 
     /// Commits the next batch of pending changes and handles the outcome.
+    ///
+    /// The outcome is applied to the state the batch was taken from: after a user switch
+    /// made while the commit ran, that is the state of the old user's zone, which the
+    /// mirror's heir for that zone holds (see ``settle(_:_:)``).
     func commitNextBatch() async {
-        let batch = core.withLock { $0.takeBatch(now: .now) }
+        let (batch, zone, epoch) = core.withLock { state in (state.takeBatch(now: .now), state.zone, state.epoch) }
         guard !batch.isEmpty else { return }
         var operations: [RecordOperation] = []
         var sent: [PendingEntry<Record>] = []
@@ -111,11 +118,7 @@ extension Mirror {
             sent.append(entry)
         }
         if !unencodable.isEmpty {
-            let effects = core.withLock { state in
-                state.encodingFailed(unencodable)
-                return state.drain(owner: self)
-            }
-            deliver(effects)
+            settle(epoch) { state in state.encodingFailed(unencodable) }
         }
         guard !sent.isEmpty else { return }
         let outcome: CommitOutcome
@@ -124,34 +127,58 @@ extension Mirror {
         } catch {
             let blamed = (error as? MirrorError)?.recordIDs ?? []
             let failure = mirrorError(error, while: "committing").adding(recordIDs: sent.map(\.recordID))
-            let effects = core.withLock { state in
-                state.commitFailed(sent, error: failure, blamed: blamed, now: .now)
-                return state.drain(owner: self)
-            }
-            deliver(effects)
+            settle(epoch) { state in state.commitFailed(sent, error: failure, blamed: blamed, now: .now) }
             return
         }
         if outcome.isApplied {
-            let effects = core.withLock { state in
-                state.commitApplied(sent, outcome: outcome)
-                return state.drain(owner: self)
+            if let owner = settle(epoch, { state in state.commitApplied(sent, outcome: outcome) })?.owner {
+                owner.membership.withLock { $0 }?.notifySiblings(upTo: outcome.token)
+                owner.pullWakeup.signal()
             }
-            membership.withLock { $0 }?.notifySiblings(upTo: outcome.token)
-            pullWakeup.signal()
-            deliver(effects)
             return
         }
-        let (conflicts, policy, writerID) = core.withLock { state in
+        guard let (owner, taken) = settle(epoch, { state in
             (state.commitConflicted(sent, outcome: outcome), state.policy, state.writerID)
-        }
-        let resolutions = conflicts.map { resolve($0, policy: policy, writerID: writerID) }
-        registrar.willSet(self, keyPath: \.dataModel)
-        let effects = core.withLock { state in
+        }) else { return }
+        let (conflicts, policy, writerID) = taken
+        let resolutions = conflicts.map { owner.resolve($0, policy: policy, writerID: writerID) }
+        owner.registrar.willSet(owner, keyPath: \.dataModel)
+        // A user switch made meanwhile leaves the conflicts in the old zone's state (taken
+        // back and queued there): `apply` then finds no matching entry here, and the heir's
+        // next commit meets them again and resolves them.
+        let effects = owner.core.withLock { state in
             for (conflict, resolution) in zip(conflicts, resolutions) { state.apply(resolution, to: conflict) }
-            return state.drain(owner: self)
+            return state.drain(owner: owner)
         }
-        registrar.didSet(self, keyPath: \.dataModel)
-        deliver(effects)
+        owner.registrar.didSet(owner, keyPath: \.dataModel)
+        owner.deliver(effects)
+    }
+
+    /// Runs `body` on the state the changes of `epoch` belong to, and delivers the effects.
+    ///
+    /// That is this mirror's state, unless the mirror switched users since: then it is the
+    /// state of the old user's zone, held by the heir the switch made for it (whose
+    /// committing task is then woken).
+    ///
+    /// - Returns: The mirror whose state it was and what `body` returned, or `nil` when no
+    ///   state holds the changes of `epoch` any more.
+    @discardableResult
+    func settle<Result>(
+        _ epoch: Int, _ body: (inout MirrorState<Record>) -> Result
+    ) -> (owner: Mirror<Record>, result: Result)? {
+        let settled = core.withLock { state -> (Result, MirrorState<Record>.Effects)? in
+            guard state.epoch == epoch else { return nil }
+            let result = body(&state)
+            return (result, state.drain(owner: self))
+        }
+        if let (result, effects) = settled {
+            deliver(effects)
+            return (self, result)
+        }
+        guard let heir = account.heir(of: epoch), heir !== self else { return nil }
+        let result = heir.settle(epoch, body)
+        heir.commitWakeup.signal()
+        return result
     }
 
     /// A ``MirrorError`` for anything a database threw, with the mirror's context.

@@ -65,7 +65,22 @@ import Synchronization
 ///
 /// Mirrors of one record type and scope on one database, in one process, share one
 /// subscription to the database and see each other's commits as soon as they are applied,
-/// each change exactly once.
+/// each change exactly once. Other processes' commits arrive through the database's
+/// notifications (see ``MirrorNotificationRouting``); each is a hint to pull the changes
+/// since the mirror's token, so a notification that is lost, repeated or late leaves the
+/// array right.
+///
+/// ## Users
+///
+/// A private mirror opened without a `user:` holds the private zone of the current user of
+/// a ``UserSession`` (``MirrorConfiguration/userSession``, ``UserSession/shared`` by
+/// default) and follows it. When the session switches users, the mirror moves to the new
+/// user's zone at once: every record of the old user is removed from ``dataModel`` (each a
+/// committed ``MirrorChange/Kind/removed`` change), and the new user's records are inserted
+/// as they load; changes made from then on belong to the new user. The old user's changes
+/// that were not committed yet are still committed to the old user's zone, never the new
+/// one; ``flush()`` waits for them too, but ``pendingChanges`` lists only the current
+/// user's.
 ///
 /// ## Observing
 ///
@@ -84,8 +99,12 @@ import Synchronization
 public final class Mirror<Record: Recordable>: Sendable {
     /// The database the mirror reads and commits to.
     public let database: any RecordDatabase
+
     /// The zone the mirror holds: its record type, scope and (for the private scope) user.
-    public let zone: ZoneID
+    ///
+    /// A private mirror that follows a ``UserSession`` holds the current user's zone, which
+    /// changes when the session switches users (see "Users" above).
+    public var zone: ZoneID { currentZone.withLock { $0 } }
 
     let core: MirrorLock<MirrorState<Record>>
     let registrar = ObservationRegistrar()
@@ -97,6 +116,9 @@ public final class Mirror<Record: Recordable>: Sendable {
     let membership = Mutex<ZoneHubMembership?>(nil)
     let encoder = RecordCoder.makeEncoder()
     let decoder = RecordCoder.makeDecoder()
+    let currentZone: Mutex<ZoneID>
+    /// The user session a private mirror follows, and what following it takes.
+    let account: MirrorAccountLink<Record>
 
     /// Opens a mirror of `Record` in `scope` of `database` and loads every stored record.
     ///
@@ -111,13 +133,14 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// - Parameters:
     ///   - database: The database to mirror.
     ///   - scope: The scope of the records; ``Scope/public`` by default.
-    ///   - user: The owner of the private zone to mirror; the operating-system account
-    ///     running the process by default. Ignored for the public scope.
+    ///   - user: The owner of the private zone to mirror. By default, the current user of
+    ///     ``MirrorConfiguration/userSession`` (``UserSession/shared``, which starts as the
+    ///     operating-system account running the process), and the mirror follows that
+    ///     session's user switches. Ignored for the public scope.
     ///   - conflictPolicy: How to settle conflicts; ``ConflictPolicy/changedKeys`` by default.
-    ///   - configuration: Retry and batching settings.
+    ///   - configuration: Retry, batching and user-session settings.
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid record type or user name,
-    ///   ``MirrorError/Kind/accountUnavailable`` when the private scope's user cannot be
-    ///   determined, and whatever the database throws while loading.
+    ///   and whatever the database throws while loading.
     public init(
         database: any RecordDatabase,
         scope: Scope = .public,
@@ -125,10 +148,12 @@ public final class Mirror<Record: Recordable>: Sendable {
         conflictPolicy: ConflictPolicy<Record> = .changedKeys,
         configuration: MirrorConfiguration = MirrorConfiguration()
     ) async throws {
-        let zone = try Self.zone(scope: scope, user: user)
+        let zone = Self.zone(scope: scope, user: user, session: configuration.userSession)
         try zone.validate()
         self.database = database
-        self.zone = zone
+        self.currentZone = Mutex(zone)
+        self.account = MirrorAccountLink(
+            following: scope == .private && user == nil ? configuration.userSession : nil)
         self.core = MirrorLock(MirrorState(
             zone: zone, writerID: database.writerID, configuration: configuration, policy: conflictPolicy))
         // Join before loading, so that nothing committed after the load is missed.
@@ -142,20 +167,35 @@ public final class Mirror<Record: Recordable>: Sendable {
         }
         deliver(effects)
         startWorkers()
+        followUserSession()
     }
 
-    private static func zone(scope: Scope, user: String?) throws -> ZoneID {
+    /// Makes the heir of a mirror that switched users: a mirror that takes over the changes
+    /// of the old user's zone, commits them there, and goes away once it has nothing left
+    /// to commit and its predecessor forgot it (see Mirror+Account.swift).
+    ///
+    /// It shows nothing to anyone: it has no observers or streams. Its failures are posted
+    /// as `.mirrorError` notifications and make its predecessor's ``flush()`` throw.
+    init(heirOf predecessor: Mirror<Record>, state: MirrorState<Record>) {
+        self.database = predecessor.database
+        self.currentZone = Mutex(state.zone)
+        self.account = MirrorAccountLink(following: nil)
+        self.core = MirrorLock(state)
+        // Joining the old zone's hub tells its other mirrors in this process of the
+        // commits at once; without it (it cannot fail while the predecessor is a member)
+        // they hear of them from the database.
+        let membership = try? ZoneHub.join(self, database: database, zone: state.zone)
+        self.membership.withLock { $0 = membership }
+        startWorkers()
+        let effects = core.withLock { $0.drain(owner: self) }
+        deliver(effects)
+        commitWakeup.signal()
+    }
+
+    private static func zone(scope: Scope, user: String?, session: UserSession) -> ZoneID {
         switch scope {
-        case .public:
-            return .public(Record.recordType)
-        case .private:
-            guard let owner = user ?? CurrentUser.accountName() else {
-                throw MirrorError(
-                    .accountUnavailable,
-                    "cannot tell which user runs this process; pass user: to open a private mirror",
-                    recordType: Record.recordType, scope: .private)
-            }
-            return .private(Record.recordType, user: owner)
+        case .public: .public(Record.recordType)
+        case .private: .private(Record.recordType, user: user ?? session.user.name)
         }
     }
 
@@ -241,6 +281,8 @@ public final class Mirror<Record: Recordable>: Sendable {
     ///   committed. The change stays pending and keeps being retried when the failure is
     ///   transient. ``MirrorError/Kind/cancelled`` when the calling task is cancelled.
     public func flush() async throws {
+        // Changes of users this mirror switched away from, still being committed.
+        let earlierUsers = account.unfinishedHeirs()
         let number = core.withLock { $0.makeDeliveryNumber() }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -248,8 +290,10 @@ public final class Mirror<Record: Recordable>: Sendable {
                 commitWakeup.signal()
             }
         } onCancel: {
-            core.withLock { $0.cancelFlushWaiter(number) }
+            // A user switch hands the flushes waiting for the old user's changes to an heir.
+            if !core.withLock({ $0.cancelFlushWaiter(number) }) { account.cancelFlushWaiter(number) }
         }
+        for heir in earlierUsers { try await heir.flush() }
     }
 
     /// The local changes not committed yet, oldest first.

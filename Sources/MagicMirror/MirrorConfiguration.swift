@@ -1,4 +1,5 @@
-/// Tuning for how a ``Mirror`` commits its changes.
+/// Tuning for how a ``Mirror`` commits its changes, and the user session a private mirror
+/// follows.
 ///
 /// The defaults suit applications; tests shorten ``retryDelay`` so retries happen quickly:
 ///
@@ -15,6 +16,9 @@ public struct MirrorConfiguration: Sendable {
     public var maximumRetryDelay: Duration
     /// The most changes committed together in one batch.
     public var maximumBatchSize: Int
+    /// The session whose current user a private mirror opened without a `user:` holds and
+    /// follows across user switches. Default: ``UserSession/shared``.
+    public var userSession: UserSession
 
     /// Creates a configuration.
     ///
@@ -22,14 +26,18 @@ public struct MirrorConfiguration: Sendable {
     ///   - retryDelay: The wait before the first retry; 100 ms by default.
     ///   - maximumRetryDelay: The longest wait between retries; 30 s by default.
     ///   - maximumBatchSize: The most changes per commit; 500 by default.
+    ///   - userSession: The session a private mirror follows; ``UserSession/shared`` by
+    ///     default.
     public init(
         retryDelay: Duration = .milliseconds(100),
         maximumRetryDelay: Duration = .seconds(30),
-        maximumBatchSize: Int = 500
+        maximumBatchSize: Int = 500,
+        userSession: UserSession = .shared
     ) {
         self.retryDelay = retryDelay
         self.maximumRetryDelay = max(maximumRetryDelay, retryDelay)
         self.maximumBatchSize = max(1, maximumBatchSize)
+        self.userSession = userSession
     }
 
     /// The wait before retry number `failures` (1 for the first retry).

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 import MagicMirror
 import MirrorTesting
@@ -73,6 +78,70 @@ import Testing
         let status = await bob.verifyAccountAuthentication(in: database)
         #expect(!status.isAvailable)
         #expect(database.verified.withLock { $0 } == [alice, bob])
+    }
+
+    // MARK: The JSON-file database's private scope
+
+    @Test func theJSONFileDatabaseMakesAPrivateDirectoryForItsOwnerAlone() async throws {
+        let directory = try TemporaryDirectory("account-available")
+        defer { directory.remove() }
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let alice = try UserRecord(name: "alice")
+        let path = database.directory.appendingPathComponent("private/alice").path
+        #expect(await alice.verifyAccountAuthentication(in: database).isAvailable)
+        var info = stat()
+        try #require(lstat(path, &info) == 0)
+        #expect(info.st_mode & S_IFMT == S_IFDIR)
+        #expect(info.st_mode & 0o777 == 0o700)
+        #expect(info.st_uid == geteuid())
+
+        // A wider mode is narrowed, as opening a private zone does.
+        try #require(chmod(path, 0o755) == 0)
+        #expect(await alice.verifyAccountAuthentication(in: database).isAvailable)
+        try #require(lstat(path, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o700)
+        // And the private zones themselves open there.
+        try await database.commit([jsonSave("a1", ["v": 1])], to: .private("Todo", user: "alice"))
+        #expect(try await database.fetchAll(in: .private("Todo", user: "alice")).records.count == 1)
+    }
+
+    @Test func aPrivateDirectoryThatIsNotARealDirectoryOfThisUserIsUnavailable() async throws {
+        let directory = try TemporaryDirectory("account-unavailable")
+        defer { directory.remove() }
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url)
+        #expect(try await UserRecord(name: "setup").verifyAccountAuthentication(in: database).isAvailable)
+        let privateDirectory = database.directory.appendingPathComponent("private")
+
+        /// The status for `name`, which must be unavailable; returns its error.
+        func unavailable(_ name: String) async throws -> MirrorError {
+            let status = try await UserRecord(name: name).verifyAccountAuthentication(in: database)
+            guard case .unavailable(let error) = status else {
+                Issue.record("\(name)'s private scope should be unavailable")
+                throw MirrorError(.accountUnavailable, "available")
+            }
+            #expect(error.kind == .accountUnavailable)
+            #expect(error.scope == .private)
+            #expect(error.file == privateDirectory.appendingPathComponent(name).path)
+            #expect(error.message.contains(name))
+            return error
+        }
+
+        // A file where the directory should be (fails for root too).
+        try Data("not a directory".utf8).write(to: privateDirectory.appendingPathComponent("mallory"))
+        #expect(try await unavailable("mallory").message.contains("not a directory"))
+        // A symbolic link out of the database.
+        try FileManager.default.createSymbolicLink(
+            atPath: privateDirectory.appendingPathComponent("eve").path, withDestinationPath: directory.path)
+        #expect(try await unavailable("eve").message.contains("symbolic link"))
+        // A directory of another user (only root can make one).
+        if geteuid() == 0 {
+            let oscar = privateDirectory.appendingPathComponent("oscar").path
+            try FileManager.default.createDirectory(atPath: oscar, withIntermediateDirectories: false)
+            try #require(chown(oscar, 54_321, 54_321) == 0)
+            #expect(try await unavailable("oscar").message.contains("belongs to user id 54321"))
+        }
+        #expect(try String(contentsOf: privateDirectory.appendingPathComponent("mallory"), encoding: .utf8)
+            == "not a directory", "nothing was changed")
     }
 
     // MARK: Switching users

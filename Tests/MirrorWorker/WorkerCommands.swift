@@ -4,6 +4,7 @@ enum WorkerCommands {
 
     static let all: [String: Command] = [
         "echo": { arguments in print(arguments.joined(separator: " ")) },
+        "mirror": { try await MirrorCommand.run($0) },
         "watcher-fds": WatcherFDsCommand.run,
         "write": { try await WriteCommand.run($0) },
     ]

@@ -43,10 +43,7 @@ public struct UserRecord: Hashable, Sendable, Codable, CustomStringConvertible {
     public static func processOwner() -> UserRecord { ownerOfProcess }
 
     private static let ownerOfProcess: UserRecord = {
-        let candidates = [ProcessAccount.passwordDatabaseName(), ProcessInfo.processInfo.environment["USER"]]
-        for case let name? in candidates {
-            if let user = try? UserRecord(name: name) { return user }
-        }
+        if let name = CurrentUser.accountName(), let user = try? UserRecord(name: name) { return user }
         return UserRecord(validName: "uid-\(geteuid())")
     }()
 
@@ -136,29 +133,5 @@ extension UserRecord {
                     + (cause?.message ?? "\(error)"),
                 scope: .private, file: cause?.file, underlying: error))
         }
-    }
-}
-
-/// Reads the operating-system account running the process.
-///
-/// A private helper for now; it does the same as the package's `CurrentUser` helper, which
-/// it will be replaced by.
-private enum ProcessAccount {
-    /// The password database's name for the effective user id, or `nil`.
-    static func passwordDatabaseName() -> String? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var capacity = max(Int(sysconf(Int32(_SC_GETPW_R_SIZE_MAX))), 1024)
-        while capacity <= 1 << 20 {
-            let name: String?? = withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { buffer in
-                let status = getpwuid_r(geteuid(), &entry, buffer.baseAddress!, capacity, &result)
-                if status == ERANGE { return .none }  // grow the buffer and try again
-                guard status == 0, result != nil, let name = entry.pw_name else { return .some(nil) }
-                return .some(String(cString: name))
-            }
-            if let name { return name }
-            capacity *= 2
-        }
-        return nil
     }
 }

@@ -48,9 +48,13 @@ public final class JSONFileDatabase: RecordDatabase {
         /// bytes. Default: 1 MiB. `Int.max` turns automatic compaction off (``compact(_:)``
         /// still works).
         public var compactionThreshold: Int
-        /// How often zones with subscribers are checked for other processes' commits when no
-        /// file-system events are available. Default: 100 ms. Each check is two `stat` calls.
+        /// How often zones with subscribers are checked for other processes' commits where
+        /// they are polled (see ``changeDetection``). Default: 100 ms. Each check is a `stat`
+        /// of each file in the zone's directory.
         public var pollInterval: Duration
+        /// How other processes' commits are noticed. Default:
+        /// ``ChangeDetection/fileSystemEvents``.
+        public var changeDetection: ChangeDetection
 
         /// Creates options.
         ///
@@ -58,16 +62,36 @@ public final class JSONFileDatabase: RecordDatabase {
         ///   - durability: Whether commits wait for `fsync`.
         ///   - compactionThreshold: The journal size, in bytes, above which a zone whose
         ///     journal also outgrew its snapshot is compacted.
-        ///   - pollInterval: How often zones with subscribers look for other writers' commits.
+        ///   - pollInterval: How often polled zones look for other writers' commits.
+        ///   - changeDetection: How other processes' commits are noticed.
         public init(
             durability: Durability = .durable,
             compactionThreshold: Int = 1 << 20,
-            pollInterval: Duration = .milliseconds(100)
+            pollInterval: Duration = .milliseconds(100),
+            changeDetection: ChangeDetection = .fileSystemEvents
         ) {
             self.durability = durability
             self.compactionThreshold = compactionThreshold
             self.pollInterval = pollInterval
+            self.changeDetection = changeDetection
         }
+    }
+
+    /// How a database notices the commits of other processes to the zones it has
+    /// subscribers for.
+    ///
+    /// Either way, a process recognises its own commits by their writer id and notifies
+    /// its subscribers only of other writers' changes.
+    public enum ChangeDetection: Sendable, Hashable {
+        /// File-system events on each zone's directory: inotify on Linux, kqueue on macOS.
+        /// Changes are noticed within about a millisecond. Zones that cannot be watched
+        /// this way (no such mechanism, or the system's watch limit reached) are polled
+        /// every ``Options/pollInterval`` instead.
+        case fileSystemEvents
+        /// A `stat` poll of each zone's directory every ``Options/pollInterval``. Choose it
+        /// for a database on a network file system, whose events do not report other
+        /// machines' writes.
+        case polling
     }
 
     /// How far a commit goes before it returns.
@@ -84,8 +108,9 @@ public final class JSONFileDatabase: RecordDatabase {
     /// The options this instance was opened with.
     ///
     /// ``Options/durability`` and ``Options/compactionThreshold`` apply to the commits made
-    /// through this instance. ``Options/pollInterval`` belongs to the engine shared by every
-    /// instance on the directory in this process; the first one opened sets it.
+    /// through this instance. ``Options/pollInterval`` and ``Options/changeDetection`` belong
+    /// to the engine shared by every instance on the directory in this process; the first
+    /// one opened sets them.
     public let options: Options
 
     /// Opens (creating if needed) the database in `directory`.
@@ -168,6 +193,12 @@ public final class JSONFileDatabase: RecordDatabase {
         engine.catchUp(zone)
     }
 
+    /// How the directory of `zone` is watched for other processes' commits, or `nil` while
+    /// it has no subscribers (tests).
+    package func watchMethod(of zone: ZoneID) -> DirectoryWatcher.Method? {
+        engine.watcher.method(for: zone)
+    }
+
     /// Calls `handler` with a zone and its number of waiting commits each time a commit
     /// starts waiting for the zone's flusher (tests of group commit); `nil` stops.
     package func observeCommitQueue(_ handler: (@Sendable (ZoneID, Int) -> Void)?) {
@@ -216,8 +247,10 @@ public final class JSONFileDatabase: RecordDatabase {
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
     ) throws -> DatabaseSubscription {
-        // Loading first makes the current files the baseline: later commits by other
-        // writers are noticed relative to it.
+        // Loading first creates the zone's directories (so that a zone never written yet can
+        // be watched) and makes the current files the baseline: later commits by other
+        // writers are noticed relative to it. The zone's first subscription starts watching
+        // its directory and catches up once more (JSONFileZoneWatcher).
         let handle = try engine.zone(zone)
         handle.catchUp()
         return engine.context.subscribers.add(zone, handler: handler)

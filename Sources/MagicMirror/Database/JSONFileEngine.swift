@@ -60,13 +60,13 @@ final class JSONFileProblems: Sendable {
 }
 
 /// The machinery behind every ``JSONFileDatabase`` opened on one directory in one process:
-/// one writer id, one in-memory state per zone, one set of subscriptions.
+/// one writer id, one in-memory state per zone, one set of subscriptions, one watcher of the
+/// zones that have subscribers.
 final class JSONFileEngine: Sendable {
     let context: JSONFileContext
     let root: URL
-    let pollInterval: Duration
     private let zones = Mutex<[ZoneID: JSONFileZone]>([:])
-    private let polls: JSONFilePoller
+    let watcher: JSONFileZoneWatcher
 
     private struct WeakEngine {
         weak var engine: JSONFileEngine?
@@ -117,20 +117,21 @@ final class JSONFileEngine: Sendable {
         }
         var random = SystemRandomNumberGenerator()
         let writerID = "w\(getpid())-" + String(random.next() as UInt32, radix: 16)
-        let polls = JSONFilePoller(interval: options.pollInterval)
-        self.polls = polls
-        self.pollInterval = options.pollInterval
+        let watcher = JSONFileZoneWatcher(
+            method: options.changeDetection == .polling ? .polling : .native,
+            pollInterval: options.pollInterval)
+        self.watcher = watcher
         self.root = URL(fileURLWithPath: path, isDirectory: true)
         self.context = JSONFileContext(
             rootPath: path, rootFD: rootFD, identifier: identifier, writerID: writerID,
             fileSystem: fileSystem,
-            subscribers: SubscriberList(onZoneActivity: { zone, active in
-                polls.setActive(zone, active)
+            subscribers: SubscriberList(onZoneActivity: { zone, _ in
+                watcher.zoneActivityChanged(zone)
             }))
-        polls.attach(self)
+        watcher.attach(self)
     }
 
-    deinit { polls.stopAll() }
+    deinit { watcher.stop() }
 
     /// The zone's state, loaded from disk on first use.
     ///
@@ -145,6 +146,11 @@ final class JSONFileEngine: Sendable {
         }
         try zone.load()
         return zone
+    }
+
+    /// The path of a zone's directory.
+    func directoryPath(of zone: ZoneID) -> String {
+        ([context.rootPath] + JSONFileZone.components(of: zone)).joined(separator: "/")
     }
 
     /// Reads what other writers committed to a zone since the last look and notifies
@@ -243,58 +249,128 @@ final class JSONFileEngine: Sendable {
     }
 }
 
-/// Watches the zones that have subscribers for other writers' commits by polling: every
-/// interval, a cheap `stat` of each zone's snapshot and journal (``JSONFileZone/catchUp()``).
+/// Watches the directories of the zones that have subscribers for other writers' commits,
+/// and catches those zones up (``JSONFileZone/catchUp()``) whenever something in them changed.
 ///
-/// A poll starts with a zone's first subscription and stops with its last one.
-final class JSONFilePoller: Sendable {
+/// The zone directories are watched with a ``DirectoryWatcher``: inotify on Linux, kqueue on
+/// macOS, and a `stat` poll every `pollInterval` for the directories that cannot be watched
+/// natively (no mechanism, a limit reached) or when polling is asked for. Directories, not
+/// files, are watched, since compaction renames a new snapshot and journal over the old
+/// ones. The writers' `lock` file is ignored: taking and releasing it changes nothing.
+///
+/// A zone's directory always exists while it is watched: subscribing loads the zone, which
+/// creates its directories. A zone is watched from its first subscription to its last, and
+/// caught up once right after its watch starts, so that a commit made between the
+/// subscriber's load and the start of the watch is not missed. Catching up is cheap when
+/// nothing changed, so events caused by this process's own commits (or by several changes
+/// reported together) cost two `stat` calls each.
+final class JSONFileZoneWatcher: Sendable {
     private struct State {
         weak var engine: JSONFileEngine?
-        var tasks: [ZoneID: Task<Void, Never>] = [:]
+        /// The watched zones by directory path, as given to the watcher.
+        var zonesByDirectory: [String: ZoneID] = [:]
+        var isStopped = false
     }
 
     private let state = Mutex(State())
-    private let interval: Duration
+    private let watcher: DirectoryWatcher
+    private let reportedFailures = Mutex<Set<String>>([])
 
-    init(interval: Duration) {
-        self.interval = interval
+    init(method: DirectoryWatcher.Method, pollInterval: Duration) {
+        // The handler refers to the state only, weakly, so that the watcher never keeps
+        // the engine alive; `stop()` (from the engine's deinit) ends it.
+        let box = WeakZoneWatcher()
+        watcher = DirectoryWatcher(
+            method: method, pollInterval: pollInterval, ignoring: [JSONFileFormat.lockFile]
+        ) { directory in
+            box.watcher?.directoryChanged(directory)
+        }
+        box.watcher = self
     }
 
-    /// Sets the engine whose zones are polled.
+    /// Sets the engine whose zones are watched.
     func attach(_ engine: JSONFileEngine) {
         state.withLock { $0.engine = engine }
     }
 
-    /// Starts or stops polling a zone.
-    func setActive(_ zone: ZoneID, _ active: Bool) {
-        let interval = interval
-        let stopped = state.withLock { state -> Task<Void, Never>? in
-            if active {
-                guard state.tasks[zone] == nil, let engine = state.engine else { return nil }
-                state.tasks[zone] = Task.detached { [weak engine] in
-                    while !Task.isCancelled {
-                        do {
-                            try await Task.sleep(for: interval)
-                        } catch {
-                            return
-                        }
-                        guard let engine else { return }
-                        engine.catchUp(zone)
-                    }
+    /// How the directory of `zone` is watched, or `nil` when it is not (tests).
+    func method(for zone: ZoneID) -> DirectoryWatcher.Method? {
+        guard let directory = state.withLock({ state in
+            state.zonesByDirectory.first { $0.value == zone }?.key
+        }) else { return nil }
+        return watcher.method(for: directory)
+    }
+
+    /// Starts or stops watching a zone so that it is watched exactly while it has
+    /// subscribers.
+    ///
+    /// Called when a zone's first subscription starts or its last ends. Those calls may
+    /// arrive out of order when subscriptions start and end on several threads at once, so
+    /// it looks at the subscriptions themselves, under its lock.
+    func zoneActivityChanged(_ zone: ZoneID) {
+        let started = state.withLock { state -> JSONFileEngine? in
+            guard !state.isStopped, let engine = state.engine else { return nil }
+            let directory = engine.directoryPath(of: zone)
+            let active = engine.context.subscribers.zones.contains(zone)
+            let watched = state.zonesByDirectory[directory] != nil
+            if active == watched { return nil }
+            if !active {
+                state.zonesByDirectory[directory] = nil
+                watcher.remove(directory)
+                return nil
+            }
+            do throws(MirrorError) {
+                try watcher.add(directory)
+                state.zonesByDirectory[directory] = zone
+            } catch {
+                // The zone's directory was made when it was loaded; it may have been removed
+                // since. Report once; reads still catch up.
+                let key = "watch \(directory): \(error.message)"
+                if reportedFailures.withLock({ $0.insert(key).inserted }) {
+                    engine.context.problems.report(
+                        MirrorError(
+                            error.kind,
+                            "cannot watch \(directory) for other processes' commits: \(error.message)",
+                            recordType: zone.recordType, scope: zone.scope, file: directory,
+                            underlying: error),
+                        key: key)
                 }
                 return nil
             }
-            return state.tasks.removeValue(forKey: zone)
+            return engine
         }
-        stopped?.cancel()
+        // What was committed between the subscriber's load and the start of the watch.
+        started?.catchUp(zone)
     }
 
-    /// Stops every poll.
-    func stopAll() {
-        let tasks = state.withLock { state in
-            defer { state.tasks.removeAll() }
-            return Array(state.tasks.values)
+    /// Something in a watched directory changed: catch its zone up. On the watcher's queue.
+    private func directoryChanged(_ directory: String) {
+        let (engine, zone) = state.withLock { state in (state.engine, state.zonesByDirectory[directory]) }
+        guard let engine, let zone else { return }
+        engine.catchUp(zone)
+    }
+
+    /// Stops watching every zone.
+    func stop() {
+        state.withLock { state in
+            state.isStopped = true
+            state.zonesByDirectory.removeAll()
         }
-        for task in tasks { task.cancel() }
+        // Outside the lock: cancelling waits for a handler in progress, which takes it.
+        watcher.cancel()
+    }
+}
+
+/// A weak reference to a ``JSONFileZoneWatcher``, set once right after it is made.
+private final class WeakZoneWatcher: Sendable {
+    private let reference = Mutex<WeakReference>(WeakReference())
+
+    private struct WeakReference {
+        weak var watcher: JSONFileZoneWatcher?
+    }
+
+    var watcher: JSONFileZoneWatcher? {
+        get { reference.withLock { $0.watcher } }
+        set { reference.withLock { $0.watcher = newValue } }
     }
 }

@@ -7,7 +7,11 @@ import Foundation
 /// Every method runs with the mirror's lock held and never blocks or calls user code;
 /// notifications to post are collected and handed out by ``drain(owner:)``.
 struct MirrorState<Record: Recordable> {
-    let zone: ZoneID
+    /// The zone the state holds; another one after a user switch (``startOver(in:)``).
+    private(set) var zone: ZoneID
+    /// Counts the zones the mirror held: a pull or commit started in an earlier one
+    /// belongs to the state handed over then.
+    private(set) var epoch = 0
     let writerID: String
     let configuration: MirrorConfiguration
     var policy: ConflictPolicy<Record>
@@ -546,13 +550,15 @@ struct MirrorState<Record: Recordable> {
     struct PullStart {
         var token: ChangeToken
         var commitRounds: Int
+        var zone: ZoneID
+        var epoch: Int
     }
 
     /// Starts a pull.
     mutating func beginPull() -> PullStart {
         pullTarget = nil
         pullAgain = false
-        return PullStart(token: token, commitRounds: commitRounds)
+        return PullStart(token: token, commitRounds: commitRounds, zone: zone, epoch: epoch)
     }
 
     /// The live records of a change set that are newer than what the mirror knows, which
@@ -572,6 +578,8 @@ struct MirrorState<Record: Recordable> {
     /// meanwhile; a complete one, which also tells which records are gone, is set aside and
     /// pulled again when a commit completed meanwhile.
     mutating func applyPull(_ set: ChangeSet, since start: PullStart, decoded: [String: Result<Record, any Error>]) {
+        // Pulled from the zone before a user switch: this state pulls its own.
+        guard start.epoch == epoch else { return }
         if set.isComplete, start.commitRounds != commitRounds {
             pullAgain = true
             return
@@ -657,6 +665,54 @@ struct MirrorState<Record: Recordable> {
             recordIDs: [stored.id], recordType: zone.recordType, scope: zone.scope, underlying: error))
     }
 
+    // MARK: Switching zones
+
+    /// Starts over in another zone (the private zone of the user a mirror switched to) and
+    /// returns the state of the old one.
+    ///
+    /// This state keeps what belongs to the mirror — its change streams, observers, error
+    /// delivery, last error and the count of local changes — and holds the new zone, empty
+    /// until a pull (already due) loads it. Every record of the old zone is removed from
+    /// the array, each delivered as a committed remote removal.
+    ///
+    /// The returned state keeps what belongs to the old zone: its records, its pending
+    /// changes and the commits in flight, and the flushes waiting for them (every change
+    /// a waiting flush covers was made in the old zone). Its owner commits them there.
+    mutating func startOver(in newZone: ZoneID) -> MirrorState<Record> {
+        var old = self
+        old.changeStreams = [:]
+        old.errorStreams = [:]
+        old.observers = [:]
+        old.observersDirty = false
+        old.outbox = []
+        old.retainer = nil
+        // The old state's own deliveries (its owner's flushes) are numbered from far below,
+        // so that they never share a number with this state's, and a flush cancelled here
+        // can be looked for there.
+        old.nextDeliveryNumber = Int.min / 2
+
+        var fresh = MirrorState(zone: newZone, writerID: writerID, configuration: configuration, policy: policy)
+        fresh.epoch = epoch + 1
+        fresh.array.startTracking()
+        fresh.session = session
+        fresh.changeSequence = changeSequence
+        fresh.lastError = lastError
+        fresh.outbox = outbox
+        fresh.changeStreams = changeStreams
+        fresh.errorStreams = errorStreams
+        fresh.observers = observers
+        fresh.nextDeliveryNumber = nextDeliveryNumber
+        fresh.retainer = retainer  // released by the next drain, outside the lock
+        fresh.isClosed = isClosed
+        fresh.pullAgain = true
+        for record in array {
+            fresh.emit(MirrorChange(kind: .removed, recordID: record.recordID, record: nil, origin: .remote, state: .committed))
+        }
+        fresh.observersDirty = true
+        self = fresh
+        return old
+    }
+
     // MARK: Flush
 
     mutating func makeDeliveryNumber() -> Int {
@@ -686,10 +742,13 @@ struct MirrorState<Record: Recordable> {
         flushWaiters[number] = (target, continuation)
     }
 
-    mutating func cancelFlushWaiter(_ number: Int) {
-        guard let waiter = flushWaiters.removeValue(forKey: number) else { return }
+    /// Ends a waiting flush with a cancellation error; whether it was waiting here.
+    @discardableResult
+    mutating func cancelFlushWaiter(_ number: Int) -> Bool {
+        guard let waiter = flushWaiters.removeValue(forKey: number) else { return false }
         waiter.continuation.resume(throwing: MirrorError(
             .cancelled, "flush() was cancelled", recordType: zone.recordType, scope: zone.scope))
+        return true
     }
 
     private func oldestPendingSequence() -> Int? {

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// A mirror as the ``ZoneHub`` sees it: something to tell that its zone changed.
@@ -11,11 +12,18 @@ protocol ZoneHubMember: AnyObject, Sendable {
 /// (database identifier, zone).
 ///
 /// The first mirror of a zone subscribes; the others join its subscription; the last one to
-/// leave cancels it. A notification from the database, or a commit made by one of the
-/// mirrors, is handed to every member at once, so several mirrors of one zone in one process
-/// see each other's commits as soon as they are applied, without waiting for the database's
-/// watcher. Members treat it as a hint and pull the changes since their own token, which
-/// makes every change arrive exactly once however many hints there are.
+/// leave cancels it. So there is one subscription per (database, scope, record type) per
+/// process, and one notification per change however many mirrors there are.
+///
+/// The database's notifications go through ``MirrorNotificationRouting/converter``, which
+/// posts ``Foundation/Notification/Name/mirrorRemoteChange`` on `NotificationCenter.default`;
+/// the hub listens there (one observer for the whole process) and hints the members of the
+/// notification's database and zone. A payload an app converts itself
+/// (``NotificationConverter/convertToLocal(from:)``) arrives the same way. A commit made by
+/// one of the members is handed to the others directly, so several mirrors of one zone in
+/// one process see each other's commits as soon as they are applied. Members treat every
+/// hint as a hint and pull the changes since their own token, which makes every change
+/// arrive exactly once however many hints there are, in whatever order.
 package enum ZoneHub {
     struct Key: Hashable, Sendable {
         let identifier: String
@@ -37,6 +45,38 @@ package enum ZoneHub {
     }
 
     private static let registry = Mutex(Registry())
+    /// Held while a mirror joins (and possibly subscribes); never while calling members.
+    private static let joining = Mutex(())
+
+    /// The process's one observer of ``Foundation/Notification/Name/mirrorRemoteChange`` on
+    /// `NotificationCenter.default`, added when the first mirror joins and kept for the
+    /// life of the process.
+    private static let listener = LocalListener()
+
+    private final class LocalListener: Sendable {
+        private let token: Mutex<(any NSObjectProtocol)?>
+
+        init() {
+            token = Mutex(NotificationCenter.default.addObserver(
+                forName: .mirrorRemoteChange, object: nil, queue: nil
+            ) { notification in
+                ZoneHub.receive(notification)
+            })
+        }
+
+        /// Whether the observer was added (always; reading it makes sure it was).
+        var isListening: Bool { token.withLock { $0 != nil } }
+    }
+
+    /// A ``Foundation/Notification/Name/mirrorRemoteChange`` notification: hint the mirrors
+    /// of its database and zone. The `object` is the ``RemoteNotification``; a converter of
+    /// the app's own may post only the `userInfo` form.
+    private static func receive(_ notification: Notification) {
+        guard let change = notification.object as? RemoteNotification
+            ?? notification.userInfo.flatMap(RemoteNotification.init(userInfo:))
+        else { return }
+        deliver(change)
+    }
 
     /// Adds `member` to the hub of `zone` in `database`, subscribing to the zone when it is
     /// the first member.
@@ -46,33 +86,32 @@ package enum ZoneHub {
         _ member: any ZoneHubMember, database: any RecordDatabase, zone: ZoneID
     ) throws -> ZoneHubMembership {
         let key = Key(identifier: database.identifier, zone: zone)
-        let subscribed = registry.withLock { $0.entries[key]?.subscription != nil }
-        var fresh: DatabaseSubscription?
-        if !subscribed {
-            fresh = try database.subscribe(to: zone) { notification in
-                ZoneHub.deliver(notification.token, to: key, except: nil)
+        precondition(listener.isListening)
+        // One join at a time subscribes, so that two mirrors opened at once never make two
+        // subscriptions to one zone, even briefly.
+        let number = try joining.withLock { _ throws -> Int in
+            let subscribed = registry.withLock { $0.entries[key] != nil }
+            var fresh: DatabaseSubscription?
+            if !subscribed {
+                fresh = try database.subscribe(to: zone) { notification in
+                    MirrorNotificationRouting.route(notification)
+                }
+            }
+            return registry.withLock { registry -> Int in
+                var entry = registry.entries[key] ?? Entry()
+                if let fresh { entry.subscription = fresh }
+                let number = registry.nextNumber
+                registry.nextNumber += 1
+                entry.members[number] = WeakMember(member: member)
+                registry.entries[key] = entry
+                return number
             }
         }
-        let (number, unused) = registry.withLock { registry -> (Int, DatabaseSubscription?) in
-            var entry = registry.entries[key] ?? Entry()
-            var unused: DatabaseSubscription?
-            if entry.subscription == nil {
-                entry.subscription = fresh
-            } else {
-                unused = fresh
-            }
-            let number = registry.nextNumber
-            registry.nextNumber += 1
-            entry.members[number] = WeakMember(member: member)
-            registry.entries[key] = entry
-            return (number, unused)
-        }
-        unused?.cancel()
         return ZoneHubMembership(key: key, number: number)
     }
 
-    /// Hands a notification that arrived by another route (for example a
-    /// `NotificationConverter`) to the mirrors of its database and zone in this process.
+    /// Hints the mirrors of a notification's database and zone in this process directly,
+    /// without a local notification (tests; the local notifications arrive here too).
     package static func deliver(_ notification: RemoteNotification) {
         deliver(
             notification.token,

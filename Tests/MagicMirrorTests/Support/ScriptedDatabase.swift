@@ -37,6 +37,8 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
     private let state = Mutex(State())
     /// Every commit call, in order.
     let attempts = AsyncCollector<Attempt>()
+    /// The record ids of every commit that started waiting because of ``hold()``.
+    let heldCommits = AsyncCollector<[String]>()
 
     init(_ base: any RecordDatabase) {
         self.base = base
@@ -99,14 +101,14 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
 
     @discardableResult
     func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        let ids = operations.map(\.recordID)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let wait = state.withLock { state in
                 if state.isHolding { state.held.append(continuation) }
                 return state.isHolding
             }
-            if !wait { continuation.resume() }
+            if wait { heldCommits.append(ids) } else { continuation.resume() }
         }
-        let ids = operations.map(\.recordID)
         let failure: MirrorError? = state.withLock { state in
             if let kind = state.failEveryCommit {
                 return MirrorError(kind, "scripted failure of every commit", recordIDs: ids)

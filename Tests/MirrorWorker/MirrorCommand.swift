@@ -1,0 +1,149 @@
+import Dispatch
+import Foundation
+import MagicMirror
+import Synchronization
+
+/// `mirror-worker mirror`: opens a `Mirror` of `Todo` records on a JSON-file database,
+/// prints its records as one JSON line whenever they change, and applies commands read
+/// from standard input, so that a test can drive several processes' mirrors.
+///
+/// ```
+/// mirror-worker mirror --db DIR [--user NAME | --private] [--compaction-threshold BYTES]
+///                      [--polling] [--relaxed]
+/// ```
+///
+/// - `--user NAME`: the private zone of `NAME`; `--private`: the private zone of
+///   `UserSession.shared`'s current user, followed across `switch-user`. Default: public.
+/// - `--compaction-threshold`, `--relaxed`: see `JSONFileDatabase.Options`; `--polling`
+///   notices other processes by polling instead of file-system events.
+///
+/// Output, one line each, written whole:
+/// - `ready <writerID> <identifier>` once the mirror is loaded;
+/// - `state <uptime-ns> <json>` with the records as a JSON array of `{"id","title"}` objects
+///   in `dataModel` order, first when loaded and then after changes (several changes close
+///   together may give one line); `<uptime-ns>` is `DispatchTime.now().uptimeNanoseconds`;
+/// - `ok <command line>` once a command was applied (for `flush`, once it returned, after a
+///   line `flushed <uptime-ns>` saying when);
+/// - `error <message>` for a command that failed.
+///
+/// Commands: `add <id> <title…>`, `edit <id> <title…>`, `delete <id>`, `flush`, `compact`,
+/// `switch-user <name>`, `quit`. The worker exits at `quit` or at the end of its input.
+enum MirrorCommand {
+    /// The record the worker mirrors.
+    struct Todo: Recordable {
+        var id: String
+        var title: String
+    }
+
+    static func run(_ arguments: [String]) async throws {
+        var options: [String: String] = [:]
+        var flags: Set<String> = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            guard argument.hasPrefix("--") else { throw usage("unexpected \(argument)") }
+            let name = String(argument.dropFirst(2))
+            if ["private", "polling", "relaxed"].contains(name) {
+                flags.insert(name)
+                index += 1
+            } else {
+                guard index + 1 < arguments.count else { throw usage("\(argument) needs a value") }
+                options[name] = arguments[index + 1]
+                index += 2
+            }
+        }
+        guard let directory = options["db"] else { throw usage("--db is required") }
+        var databaseOptions = JSONFileDatabase.Options()
+        if flags.contains("relaxed") { databaseOptions.durability = .relaxed }
+        if flags.contains("polling") {
+            databaseOptions.changeDetection = .polling
+            databaseOptions.pollInterval = .milliseconds(20)
+        }
+        if let threshold = options["compaction-threshold"].flatMap(Int.init) {
+            databaseOptions.compactionThreshold = threshold
+        }
+        let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory), options: databaseOptions)
+        let isPrivate = flags.contains("private") || options["user"] != nil
+        let mirror = try await Mirror<Todo>(
+            database: database, scope: isPrivate ? .private : .public, user: options["user"])
+        let output = LineWriter()
+        output.write("ready \(database.writerID) \(database.identifier)")
+        let observation = mirror.observe { records in
+            output.write("state \(DispatchTime.now().uptimeNanoseconds) \(json(records))")
+        }
+        defer { observation.cancel() }
+
+        for await line in standardInputLines() {
+            let words = line.split(separator: " ", maxSplits: 2).map(String.init)
+            guard let command = words.first else { continue }
+            do {
+                switch command {
+                case "add" where words.count == 3:
+                    mirror.dataModel.append(Todo(id: words[1], title: words[2]))
+                case "edit" where words.count == 3:
+                    // Found and changed in one access: a remote change may move it meanwhile.
+                    guard retitle(words[1], to: words[2], in: &mirror.dataModel) else {
+                        throw usage("no record \(words[1])")
+                    }
+                case "delete" where words.count == 2:
+                    mirror.dataModel.removeAll { $0.id == words[1] }
+                case "flush":
+                    try await mirror.flush()
+                    output.write("flushed \(DispatchTime.now().uptimeNanoseconds)")
+                case "compact":
+                    try await database.compact(mirror.zone)
+                case "switch-user" where words.count == 2:
+                    UserSession.shared.switchUser(to: try UserRecord(name: words[1]))
+                case "quit":
+                    return
+                default:
+                    throw usage("unknown command \(line)")
+                }
+                output.write("ok \(line)")
+            } catch {
+                output.write("error \(error)")
+            }
+        }
+    }
+
+    private static func retitle(_ id: String, to title: String, in records: inout RecordArray<Todo>) -> Bool {
+        guard let position = records.firstIndex(ofRecordID: id) else { return false }
+        records[position].title = title
+        return true
+    }
+
+    /// The records as a JSON array, in order.
+    private static func json(_ records: [Todo]) -> String {
+        let objects = records.map { ["id": $0.id, "title": $0.title] }
+        let data = (try? JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys])) ?? Data("[]".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The lines of standard input, read on a thread of their own (a blocking read must not
+    /// hold one of the few threads async tasks run on).
+    private static func standardInputLines() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
+        let thread = Thread {
+            while let line = readLine() { continuation.yield(line) }
+            continuation.finish()
+        }
+        thread.start()
+        return stream
+    }
+
+    private static func usage(_ problem: String) -> MirrorError {
+        MirrorError(
+            .invalidRecord,
+            "\(problem); usage: mirror-worker mirror --db DIR [--user NAME | --private] "
+                + "[--compaction-threshold BYTES] [--polling] [--relaxed]")
+    }
+}
+
+/// Writes whole lines to standard output, one at a time, unbuffered.
+final class LineWriter: Sendable {
+    private let lock = Mutex(())
+
+    func write(_ line: String) {
+        lock.withLock { _ in FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    }
+}
