@@ -46,6 +46,8 @@ public final class Subprocess: Sendable {
     private let output = TextCollector()
     private let errors = TextCollector()
     private let ended = ExitState()
+    /// The write end of the child's standard input, or -1.
+    private let input: Mutex<Int32>
     private let errorsChanged: AsyncStream<Void>
 
     /// Starts `executable` with `arguments`.
@@ -54,13 +56,19 @@ public final class Subprocess: Sendable {
     ///   - environment: Variables to set on top of this process's environment.
     ///   - inheritStandardError: Let the child write to this process's standard error
     ///     instead of capturing it.
+    ///   - standardInput: Give the child a pipe on its standard input, written with
+    ///     ``write(_:)``; otherwise it reads `/dev/null`.
     public init(
         _ executable: URL, _ arguments: [String], environment: [String: String] = [:],
-        inheritStandardError: Bool = false
+        inheritStandardError: Bool = false, standardInput: Bool = false
     ) throws {
+        _ = ignoreBrokenPipes
         var outPipe: [Int32] = [0, 0]
         var errPipe: [Int32] = [0, 0]
-        guard pipe(&outPipe) == 0, inheritStandardError || pipe(&errPipe) == 0 else {
+        var inPipe: [Int32] = [-1, -1]
+        guard pipe(&outPipe) == 0, inheritStandardError || pipe(&errPipe) == 0,
+              !standardInput || pipe(&inPipe) == 0
+        else {
             throw SubprocessError("pipe failed: \(String(cString: strerror(errno)))")
         }
         #if canImport(Glibc)
@@ -70,7 +78,13 @@ public final class Subprocess: Sendable {
         #endif
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if standardInput {
+            posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
+            posix_spawn_file_actions_addclose(&actions, inPipe[0])
+            posix_spawn_file_actions_addclose(&actions, inPipe[1])
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
         posix_spawn_file_actions_addclose(&actions, outPipe[0])
         posix_spawn_file_actions_addclose(&actions, outPipe[1])
@@ -90,7 +104,10 @@ public final class Subprocess: Sendable {
         let spawned = posix_spawn(&child, executable.path, &actions, nil, argv, envp)
         close(outPipe[1])
         if !inheritStandardError { close(errPipe[1]) }
+        if standardInput { close(inPipe[0]) }
+        input = Mutex(standardInput ? inPipe[1] : -1)
         guard spawned == 0 else {
+            if standardInput { close(inPipe[1]) }
             close(outPipe[0])
             if !inheritStandardError { close(errPipe[0]) }
             throw SubprocessError("cannot start \(executable.path): \(String(cString: strerror(spawned)))")
@@ -161,6 +178,35 @@ public final class Subprocess: Sendable {
             deliver(nil)
         }
         reader.start()
+    }
+
+    /// Writes `text` to the child's standard input (see `standardInput:`); ignored once the
+    /// input is closed or when the child reads nothing.
+    public func write(_ text: String) {
+        input.withLock { fd in
+            guard fd >= 0 else { return }
+            var bytes = Array(text.utf8)[...]
+            while !bytes.isEmpty {
+                let written = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress, $0.count) }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                bytes = bytes.dropFirst(written)
+            }
+        }
+    }
+
+    /// Closes the child's standard input, so that it reads end-of-file.
+    public func closeInput() {
+        input.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
+    }
+
+    deinit {
+        closeInput()
     }
 
     /// Everything the child wrote to standard output so far.
@@ -292,6 +338,11 @@ public func withSubprocessTimeout<T: Sendable>(
 
 #if canImport(Glibc)
 private func sendSignal(_ pid: pid_t, _ signal: Int32) -> Int32 { Glibc.kill(pid, signal) }
+private func systemWrite(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int { Glibc.write(fd, bytes, count) }
 #elseif canImport(Darwin)
 private func sendSignal(_ pid: pid_t, _ signal: Int32) -> Int32 { Darwin.kill(pid, signal) }
+private func systemWrite(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int { Darwin.write(fd, bytes, count) }
 #endif
+
+/// Writing to a child that died must fail with EPIPE, not kill the test process.
+private let ignoreBrokenPipes: Void = { _ = signal(SIGPIPE, SIG_IGN) }()

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 
 /// A `mirror-worker mirror` process: a `Mirror` of `Todo` records in another process, driven
 /// by commands on its standard input, reporting its records on its standard output.
@@ -19,8 +20,7 @@ final class MirrorProcess: Sendable {
     }
 
     let name: String
-    let process: Process
-    private let input: FileHandle
+    let process: Subprocess
     /// Every line the worker printed.
     let lines = AsyncCollector<String>()
 
@@ -28,43 +28,22 @@ final class MirrorProcess: Sendable {
     /// until its mirror is loaded.
     init(_ name: String, directory: TemporaryDirectory, _ arguments: [String] = []) async throws {
         self.name = name
-        let process = Process()
-        process.executableURL = try JSONFileTestSupport.workerExecutable()
-        process.arguments = ["mirror", "--db", directory.path] + arguments
-        let output = Pipe()
-        let input = Pipe()
-        process.standardOutput = output
-        process.standardInput = input
-        process.standardError = FileHandle.standardError
-        let lines = self.lines
-        let buffer = MutexBox<[UInt8]>([])
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                lines.finish()
-                return
-            }
-            var complete: [String] = []
-            buffer.update { buffer in
-                buffer.append(contentsOf: data)
-                while let newline = buffer.firstIndex(of: 0x0A) {
-                    complete.append(String(decoding: buffer[..<newline], as: UTF8.self))
-                    buffer.removeSubrange(...newline)
-                }
-            }
-            for line in complete { lines.append(line) }
-        }
+        let process = try Subprocess(
+            try JSONFileTestSupport.workerExecutable(), ["mirror", "--db", directory.path] + arguments,
+            inheritStandardError: true, standardInput: true)
         self.process = process
-        self.input = input.fileHandleForWriting
-        try process.run()
+        let lines = self.lines
+        Task {
+            for await line in process.lines { lines.append(line) }
+            lines.finish()
+        }
         try await lines.wait("\(name) to load its mirror") { lines in
             lines.contains { $0.hasPrefix("ready ") } && lines.contains { $0.hasPrefix("state ") }
         }
     }
 
     deinit {
-        if process.isRunning { process.terminate() }
+        process.kill(SIGTERM)
     }
 
     /// The writer id of the worker's database.
@@ -78,7 +57,7 @@ final class MirrorProcess: Sendable {
     func send(_ command: String) async throws {
         let acknowledgement = "ok \(command)"
         let before = lines.items.count
-        input.write(Data((command + "\n").utf8))
+        process.write(command + "\n")
         try await lines.wait("\(name) to apply \(command)") { lines in
             lines[before...].contains { $0 == acknowledgement || $0.hasPrefix("error ") }
         }
@@ -101,7 +80,7 @@ final class MirrorProcess: Sendable {
 
     /// Asks the worker to quit and waits for it to exit.
     func quit() async throws {
-        input.write(Data("quit\n".utf8))
+        process.write("quit\n")
         try await lines.waitForEnd("\(name) to exit")
     }
 
