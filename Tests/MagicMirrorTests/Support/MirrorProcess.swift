@@ -23,6 +23,8 @@ final class MirrorProcess: Sendable {
     private let input: FileHandle
     /// Every line the worker printed.
     let lines = AsyncCollector<String>()
+    /// The worker's exit status, once it exited.
+    private let exit = AsyncCollector<Int32>()
 
     /// Starts `mirror-worker mirror --db <directory>` with further `arguments`, and waits
     /// until its mirror is loaded.
@@ -55,6 +57,8 @@ final class MirrorProcess: Sendable {
             }
             for line in complete { lines.append(line) }
         }
+        let exit = self.exit
+        process.terminationHandler = { process in exit.append(process.terminationStatus) }
         self.process = process
         self.input = input.fileHandleForWriting
         try process.run()
@@ -100,9 +104,13 @@ final class MirrorProcess: Sendable {
     }
 
     /// Asks the worker to quit and waits for it to exit.
-    func quit() async throws {
+    ///
+    /// - Returns: Its exit status (0 when all went well).
+    @discardableResult
+    func quit() async throws -> Int32 {
         input.write(Data("quit\n".utf8))
-        try await lines.waitForEnd("\(name) to exit")
+        try await exit.wait(forCount: 1, "\(name) to exit")
+        return exit.items[0]
     }
 
     /// The records of the last `state` line.
