@@ -19,6 +19,13 @@ import Synchronization
 ///     to: .public("Todo"))
 /// ```
 ///
+/// Other processes' commits reach subscribers (and so mirrors) by themselves: each zone
+/// with a subscriber has its directory watched — inotify on Linux, kqueue on macOS, a `stat`
+/// poll where neither can be used (see ``Options/changeDetection``) — and every change in
+/// it makes the database read the lines other writers appended, recognising its own by
+/// writer id, and notify the zone's subscribers of the others' changes, typically within a
+/// millisecond of the other process's commit.
+///
 /// Every `JSONFileDatabase` opened on the same directory in one process shares one engine:
 /// one ``writerID``, one in-memory copy of each zone, one set of subscriptions. Opening it
 /// twice is cheap and safe.

@@ -4,8 +4,8 @@ import Foundation
 /// apply.
 ///
 /// This is MagicCloud's `MCNotificationConverter` shape. A database's own watcher already
-/// goes through a converter, so changes by other processes on the same machine reach every
-/// mirror with no code from you. When your app receives payloads by another route — a push
+/// goes through a converter (``MirrorNotificationRouting/converter``), so changes by other
+/// processes on the same machine reach every mirror with no code from you. When your app receives payloads by another route — a push
 /// service, a socket, a message queue carrying ``RemoteNotification/userInfo`` or
 /// ``RemoteNotification/jsonData()`` from another machine — hand each one to a converter:
 ///

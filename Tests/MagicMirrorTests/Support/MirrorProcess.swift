@@ -79,9 +79,12 @@ final class MirrorProcess: Sendable {
     }
 
     /// Asks the worker to quit and waits for it to exit.
-    func quit() async throws {
+    ///
+    /// - Returns: Its exit status (0 when all went well).
+    @discardableResult
+    func quit() async throws -> Int32 {
         process.write("quit\n")
-        try await lines.waitForEnd("\(name) to exit")
+        return try await process.wait(timeout: testTimeout).status
     }
 
     /// The records of the last `state` line.
