@@ -160,7 +160,7 @@ public final class Mirror<Record: Recordable>: Sendable {
         let membership = try ZoneHub.join(self, database: database, zone: zone)
         self.membership.withLock { $0 = membership }
         let set = try await database.fetchAll(in: zone)
-        let decoded = RecordBatchCoding.decode(set.records, as: Record.self, with: decoder)
+        let decoded = RecordBatchCoding.decodeInOrder(set.records, as: Record.self, with: decoder)
         let effects = core.withLock { state in
             state.load(set, decoded: decoded)
             return state.drain(owner: self)

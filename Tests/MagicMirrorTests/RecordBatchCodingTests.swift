@@ -34,6 +34,22 @@ private struct Picky: Encodable {
         #expect(decoded["gone"] == nil)
     }
 
+    @Test(arguments: [5, 40])
+    func inOrderResultsLineUpWithTheRecordsAndSkipTombstones(count: Int) throws {
+        let records = (0..<count).map { index in
+            index % 4 == 1 ? stored("r\(index)", nil) : stored("r\(index)", #"{"id":"r\#(index)","n":\#(index)}"#)
+        }
+        let decoded = RecordBatchCoding.decodeInOrder(records, as: Item.self, with: JSONDecoder())
+        #expect(decoded.count == count)
+        for (index, result) in decoded.enumerated() {
+            if index % 4 == 1 {
+                #expect(result == nil)
+            } else {
+                #expect(try result?.get() == Item(id: "r\(index)", n: index))
+            }
+        }
+    }
+
     @Test func oneUndecodableRecordFailsAloneInABatch() throws {
         var records = (0..<40).map { stored("r\($0)", #"{"id":"r\#($0)","n":\#($0)}"#) }
         records[17] = stored("r17", #"{"id":"r17","n":"not a number"}"#)

@@ -90,24 +90,29 @@ struct MirrorState<Record: Recordable> {
 
     // MARK: Loading
 
-    /// Takes the whole zone as the initial content. `decoded` holds the result of decoding
-    /// every live record.
-    mutating func load(_ set: ChangeSet, decoded: [String: Result<Record, any Error>]) {
+    /// Takes the whole zone as the initial content. `decoded[i]` holds the result of
+    /// decoding `set.records[i]` (`nil` for a tombstone).
+    mutating func load(_ set: ChangeSet, decoded: [Result<Record, any Error>?]) {
         var records: [Record] = []
         records.reserveCapacity(set.records.count)
-        for stored in set.records.sorted(by: { $0.id < $1.id }) {
-            shadow[stored.id] = stored
-            HybridLogicalClock.shared.observe(stored.modified)
-            guard !stored.isDeleted else { continue }
-            switch decoded[stored.id] {
-            case .success(let record)?:
-                records.append(record)
+        shadow.reserveCapacity(set.records.count)
+        let stored = set.records
+        var newest = HLCTimestamp.zero
+        for index in stored.indices.sorted(by: { stored[$0].id < stored[$1].id }) {
+            let record = stored[index]
+            shadow[record.id] = record
+            if record.modified > newest { newest = record.modified }
+            guard !record.isDeleted else { continue }
+            switch decoded[index] {
+            case .success(let value)?:
+                records.append(value)
             case .failure(let error)?:
-                reportUndecodable(stored, error: error)
+                reportUndecodable(record, error: error)
             case nil:
                 break
             }
         }
+        HybridLogicalClock.shared.observe(newest)
         array = RecordArray(records)
         array.startTracking()
         if array.mayHaveDuplicates { removeDuplicates(keeping: [:]) }

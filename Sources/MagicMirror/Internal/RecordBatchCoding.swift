@@ -20,25 +20,45 @@ package enum RecordBatchCoding {
     ) -> [String: Result<Record, any Error>] {
         var results: [String: Result<Record, any Error>] = [:]
         results.reserveCapacity(records.count)
-        let live = records.filter { $0.fields != nil }
-        if live.count >= minimumBatch {
-            var joined = Data()
-            joined.reserveCapacity(live.reduce(2) { $0 + $1.fields!.count + 1 })
-            joined.append(UInt8(ascii: "["))
-            for (index, record) in live.enumerated() {
-                if index > 0 { joined.append(UInt8(ascii: ",")) }
-                joined.append(record.fields!)
-            }
-            joined.append(UInt8(ascii: "]"))
-            if let values = try? decoder.decode([Record].self, from: joined), values.count == live.count {
-                for (record, value) in zip(live, values) { results[record.id] = .success(value) }
-                return results
-            }
-        }
-        for record in live {
-            results[record.id] = Result { try decoder.decode(Record.self, from: record.fields!) }
+        for (record, result) in zip(records, decodeInOrder(records, as: type, with: decoder)) {
+            if let result { results[record.id] = result }
         }
         return results
+    }
+
+    /// Decodes the fields of every record in `records`: element `i` of the result belongs to
+    /// the `i`th record, `nil` for a tombstone.
+    package static func decodeInOrder<Record: Decodable>(
+        _ records: some Collection<StoredRecord>, as type: Record.Type, with decoder: JSONDecoder
+    ) -> [Result<Record, any Error>?] {
+        var liveCount = 0
+        var joinedSize = 2
+        for record in records {
+            if let fields = record.fields {
+                liveCount += 1
+                joinedSize += fields.count + 1
+            }
+        }
+        if liveCount >= minimumBatch {
+            var joined = Data()
+            joined.reserveCapacity(joinedSize)
+            joined.append(UInt8(ascii: "["))
+            for record in records {
+                guard let fields = record.fields else { continue }
+                if joined.count > 1 { joined.append(UInt8(ascii: ",")) }
+                joined.append(fields)
+            }
+            joined.append(UInt8(ascii: "]"))
+            if let values = try? decoder.decode([Record].self, from: joined), values.count == liveCount {
+                var next = values.makeIterator()
+                return records.map { record in
+                    record.fields == nil ? nil : .success(next.next()!)
+                }
+            }
+        }
+        return records.map { record in
+            record.fields.map { fields in Result { try decoder.decode(Record.self, from: fields) } }
+        }
     }
 
     /// Encodes every value, in order; each result is the value's JSON object or the error
