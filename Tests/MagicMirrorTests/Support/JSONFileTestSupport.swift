@@ -121,15 +121,35 @@ final class WorkerProcess: Sendable {
     /// The lines the worker printed, in order.
     let lines: AsyncStream<String>
     private let exited: AsyncStream<Int32>
+    /// The worker's standard input, when it was started with `input: true`.
+    private let input: FileHandle?
 
     /// Starts `mirror-worker` with `arguments`.
-    init(_ arguments: [String]) throws {
+    ///
+    /// - Parameters:
+    ///   - launcher: A command that runs the worker (for example `setpriv` and its options
+    ///     to run it as another user); the worker's path and `arguments` follow it.
+    ///   - input: Whether to give the worker a standard input that ``send(_:)`` writes to.
+    init(_ arguments: [String], launcher: [String] = [], input: Bool = false) throws {
         let process = Process()
-        process.executableURL = try JSONFileTestSupport.workerExecutable()
-        process.arguments = arguments
+        let worker = try JSONFileTestSupport.workerExecutable()
+        if let command = launcher.first {
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = Array(launcher.dropFirst()) + [worker.path] + arguments
+        } else {
+            process.executableURL = worker
+            process.arguments = arguments
+        }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.standardError
+        if input {
+            let pipe = Pipe()
+            process.standardInput = pipe
+            self.input = pipe.fileHandleForWriting
+        } else {
+            self.input = nil
+        }
         let (lines, continuation) = AsyncStream.makeStream(of: String.self)
         let (exited, exitContinuation) = AsyncStream.makeStream(of: Int32.self)
         let buffer = Mutex<[UInt8]>([])
@@ -159,6 +179,12 @@ final class WorkerProcess: Sendable {
         self.lines = lines
         self.exited = exited
         try process.run()
+    }
+
+    /// Writes `line` and a line feed to the worker's standard input.
+    func send(_ line: String) throws {
+        guard let input else { throw MirrorError(.notFound, "the worker was started without a standard input") }
+        try input.write(contentsOf: Data((line + "\n").utf8))
     }
 
     /// Kills the worker with SIGKILL.
