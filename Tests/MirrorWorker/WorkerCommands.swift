@@ -5,6 +5,9 @@ enum WorkerCommands {
     static let all: [String: Command] = [
         "echo": { arguments in print(arguments.joined(separator: " ")) },
         "mirror": { try await MirrorCommand.run($0) },
+        "mirror-editor": { try await MirrorEditorCommand.run($0) },
+        "mirror-retry": { try await MirrorRetryCommand.run($0) },
+        "mirror-writer": { try await MirrorWriterCommand.run($0) },
         "watcher-fds": WatcherFDsCommand.run,
         "write": { try await WriteCommand.run($0) },
     ]

@@ -123,9 +123,25 @@ final class WorkerProcess: Sendable {
     var lines: AsyncStream<String> { process.lines }
 
     /// Starts `mirror-worker` with `arguments`; its standard error goes to the test's.
-    init(_ arguments: [String]) throws {
-        process = try Subprocess(
-            try JSONFileTestSupport.workerExecutable(), arguments, inheritStandardError: true)
+    ///
+    /// - Parameters:
+    ///   - launcher: A command that runs the worker (for example `setpriv` and its options
+    ///     to run it as another user); the worker's path and `arguments` follow it.
+    ///   - input: Whether to give the worker a standard input that ``send(_:)`` writes to.
+    init(_ arguments: [String], launcher: [String] = [], input: Bool = false) throws {
+        let worker = try JSONFileTestSupport.workerExecutable()
+        if let command = launcher.first {
+            process = try Subprocess(
+                URL(fileURLWithPath: command), Array(launcher.dropFirst()) + [worker.path] + arguments,
+                inheritStandardError: true, standardInput: input)
+        } else {
+            process = try Subprocess(worker, arguments, inheritStandardError: true, standardInput: input)
+        }
+    }
+
+    /// Writes `line` and a line feed to the worker's standard input.
+    func send(_ line: String) throws {
+        process.write(line + "\n")
     }
 
     /// Kills the worker with SIGKILL.

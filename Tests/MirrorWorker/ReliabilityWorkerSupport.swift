@@ -1,0 +1,184 @@
+import Dispatch
+import Foundation
+import MagicMirror
+
+// What the reliability subcommands (`mirror-writer`, `mirror-editor`, `mirror-retry`) share:
+// their record types, option parsing, output, standard input and a seeded random generator.
+// The tests read the same records with their own copies of these types (see
+// Tests/MagicMirrorTests/Support/ReliabilitySupport.swift): the JSON is the contract.
+
+/// A record of the crash campaign: its payload has a random length and its checksum covers
+/// the id and the payload, so a record that was only partly written cannot pass for whole.
+struct CrashRecord: Recordable {
+    var id: String
+    var writer: String
+    var n: Int
+    var payload: String
+    var check: String
+
+    init(id: String, writer: String, n: Int, payloadLength: Int) {
+        self.id = id
+        self.writer = writer
+        self.n = n
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        var generator = SplitMix64(seed: FNV1a.hash(id))
+        payload = String((0..<payloadLength).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
+        check = Self.checksum(id: id, payload: payload)
+    }
+
+    /// The checksum of a record's id and payload.
+    static func checksum(id: String, payload: String) -> String {
+        String(FNV1a.hash(id + "|" + payload), radix: 16)
+    }
+}
+
+/// A record of the concurrency runs: each process owns one of `p0`…`p3` and shares `last`,
+/// so a three-way merge by field keeps every process's own field.
+struct EditRecord: Recordable {
+    var id: String
+    var owner: String
+    var p0 = 0
+    var p1 = 0
+    var p2 = 0
+    var p3 = 0
+    var last = ""
+
+    /// The field of process `index` (0…3).
+    static func field(_ index: Int) -> WritableKeyPath<EditRecord, Int> {
+        switch index {
+        case 0: \.p0
+        case 1: \.p1
+        case 2: \.p2
+        default: \.p3
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: a small, stable digest (no dependency, same in every process).
+enum FNV1a {
+    static func hash(_ text: String) -> UInt64 { hash(Array(text.utf8)) }
+
+    static func hash(_ bytes: some Sequence<UInt8>) -> UInt64 {
+        var value: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            value ^= UInt64(byte)
+            value &*= 0x100_0000_01b3
+        }
+        return value
+    }
+}
+
+/// SplitMix64: a seeded generator, so that a run can be repeated from its seed.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var value = state
+        value = (value ^ (value >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        value = (value ^ (value >> 27)) &* 0x94d0_49bb_1331_11eb
+        return value ^ (value >> 31)
+    }
+}
+
+/// `--name value` options and `--flag` switches.
+struct WorkerOptions {
+    private var values: [String: String] = [:]
+    private var switches: Set<String> = []
+    let usage: String
+
+    /// Parses `arguments`; `flags` are the switches that take no value.
+    init(_ arguments: [String], flags: Set<String> = [], usage: String) throws {
+        self.usage = usage
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            guard argument.hasPrefix("--") else { throw WorkerUsageError("unexpected \(argument); \(usage)") }
+            let name = String(argument.dropFirst(2))
+            if flags.contains(name) {
+                switches.insert(name)
+                index += 1
+            } else {
+                guard index + 1 < arguments.count else { throw WorkerUsageError("\(argument) needs a value; \(usage)") }
+                values[name] = arguments[index + 1]
+                index += 2
+            }
+        }
+    }
+
+    func string(_ name: String) -> String? { values[name] }
+
+    func required(_ name: String) throws -> String {
+        guard let value = values[name] else { throw WorkerUsageError("--\(name) is required; \(usage)") }
+        return value
+    }
+
+    func int(_ name: String, default value: Int) throws -> Int {
+        guard let text = values[name] else { return value }
+        guard let number = Int(text) else { throw WorkerUsageError("--\(name) needs a number; \(usage)") }
+        return number
+    }
+
+    func flag(_ name: String) -> Bool { switches.contains(name) }
+
+    /// Arms `--crash-at OPERATION:CALL[:BYTES]` on a database's file-system seam.
+    func armCrash(on database: JSONFileDatabase) throws {
+        guard let crash = values["crash-at"] else { return }
+        let parts = crash.split(separator: ":").map(String.init)
+        guard let operation = parts.first.flatMap(FileSystem.Operation.init(rawValue:)),
+              let call = parts.dropFirst().first.flatMap(Int.init)
+        else { throw WorkerUsageError("bad --crash-at \(crash); \(usage)") }
+        database.fileSystem.crash(at: operation, call: call, afterBytes: parts.count > 2 ? Int(parts[2]) ?? 0 : 0)
+    }
+}
+
+/// Writes one line to standard output at once (unbuffered), so that a line printed before
+/// a SIGKILL is never lost.
+func emitLine(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Reads the next line of standard input without blocking the cooperative thread pool;
+/// `nil` at the end of input.
+func readInputLine() async -> String? {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(returning: readLine()) }
+    }
+}
+
+/// Waits for the line `expected` on standard input.
+func waitForInput(_ expected: String) async throws {
+    while let line = await readInputLine() {
+        if line == expected { return }
+    }
+    throw WorkerUsageError("standard input ended before \"\(expected)\"")
+}
+
+/// Waits until `mirror`'s records satisfy `condition`, without polling: the mirror's
+/// observer calls back with the current records first, then after every change.
+func waitForRecords<Record: Recordable>(
+    _ mirror: Mirror<Record>, timeout: Duration, _ what: String,
+    until condition: @escaping @Sendable ([Record]) -> Bool
+) async throws {
+    let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
+    let observation = mirror.observe { records in
+        if condition(records) { continuation.yield(true) }
+    }
+    defer { observation.cancel() }
+    let met = await withTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            for await _ in stream { return true }
+            return false
+        }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return false
+        }
+        defer { group.cancelAll() }
+        return await group.next() ?? false
+    }
+    continuation.finish()
+    guard met else { throw MirrorError(.timedOut, "timed out after \(timeout) waiting for \(what)") }
+}
