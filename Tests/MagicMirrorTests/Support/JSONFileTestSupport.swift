@@ -152,24 +152,26 @@ final class WorkerProcess: Sendable {
         }
         let (lines, continuation) = AsyncStream.makeStream(of: String.self)
         let (exited, exitContinuation) = AsyncStream.makeStream(of: Int32.self)
-        let buffer = Mutex<[UInt8]>([])
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                continuation.finish()
-                return
-            }
-            let complete: [String] = buffer.withLock { buffer in
-                buffer.append(contentsOf: data)
-                var found: [String] = []
-                while let newline = buffer.firstIndex(of: 0x0A) {
-                    found.append(String(decoding: buffer[..<newline], as: UTF8.self))
-                    buffer.removeSubrange(...newline)
+        // A thread of its own reads the output with blocking reads until the end of file:
+        // `readabilityHandler` sometimes never reports the end on Linux, which left tests
+        // waiting for the last lines forever.
+        let reader = Thread {
+            let fd = output.fileHandleForReading.fileDescriptor
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
+            var buffer: [UInt8] = []
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count < 0, errno == EINTR { continue }
+                if count <= 0 { break }
+                buffer.append(contentsOf: chunk[..<count])
+                var start = 0
+                while let newline = buffer[start...].firstIndex(of: 0x0A) {
+                    continuation.yield(String(decoding: buffer[start..<newline], as: UTF8.self))
+                    start = newline + 1
                 }
-                return found
+                buffer.removeFirst(start)
             }
-            for line in complete { continuation.yield(line) }
+            continuation.finish()
         }
         process.terminationHandler = { process in
             exitContinuation.yield(process.terminationStatus)
@@ -179,6 +181,7 @@ final class WorkerProcess: Sendable {
         self.lines = lines
         self.exited = exited
         try process.run()
+        reader.start()
     }
 
     /// Writes `line` and a line feed to the worker's standard input.

@@ -51,8 +51,9 @@ enum MirrorWorkerRun {
             try? await Task.sleep(for: timeout)
             if !Task.isCancelled { kill(pid, SIGKILL) }
         }
-        var status: Int32 = -1
-        for await exitStatus in exits { status = exitStatus }
+        // Bounded too: should the termination handler never run, the test fails instead of
+        // waiting for ever.
+        let status = (try? await firstValue(of: exits, within: timeout + .seconds(30))) ?? -1
         watchdog.cancel()
         let standardOutput = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let standardError = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
