@@ -256,8 +256,19 @@ public final class Mirror<Record: Recordable>: Sendable {
                 commitWakeup.signal()
             }
         } onCancel: {
-            core.withLock { $0.cancelFlushWaiter(number) }
+            let core = core
+            Mirror.runOnAnotherThread { core.withLock { $0.cancelFlushWaiter(number) } }
         }
+    }
+
+    /// Runs `work`, which takes the mirror's lock, on another thread.
+    ///
+    /// For cancellation and termination handlers: they run while the cancelled task's own
+    /// lock is held, and a thread that holds the mirror's lock may be resuming that very task
+    /// (a change handed to a stream, a flush completed), which needs the task's lock. Taking
+    /// the mirror's lock in the handler would make each thread wait for the other for ever.
+    static func runOnAnotherThread(_ work: @escaping @Sendable () -> Void) {
+        DispatchQueue.global().async(execute: work)
     }
 
     /// The local changes not committed yet, oldest first.
