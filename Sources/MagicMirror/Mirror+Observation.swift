@@ -31,7 +31,9 @@ extension Mirror {
         let (stream, continuation) = AsyncStream.makeStream(of: MirrorChange<Record>.self)
         let number = core.withLock { $0.makeDeliveryNumber() }
         continuation.onTermination = { [weak self] _ in
-            self?.core.withLock { $0.removeChangeStream(number) }
+            guard let core = self?.core else { return }
+            // Not on this thread: see `Mirror.runOnAnotherThread(_:)`.
+            Mirror.runOnAnotherThread { core.withLock { $0.removeChangeStream(number) } }
         }
         core.withLock { $0.addChangeStream(number, continuation) }
         return stream
@@ -45,7 +47,8 @@ extension Mirror {
         let (stream, continuation) = AsyncStream.makeStream(of: MirrorError.self)
         let number = core.withLock { $0.makeDeliveryNumber() }
         continuation.onTermination = { [weak self] _ in
-            self?.core.withLock { $0.removeErrorStream(number) }
+            guard let core = self?.core else { return }
+            Mirror.runOnAnotherThread { core.withLock { $0.removeErrorStream(number) } }
         }
         core.withLock { $0.addErrorStream(number, continuation) }
         return stream

@@ -291,9 +291,23 @@ public final class Mirror<Record: Recordable>: Sendable {
             }
         } onCancel: {
             // A user switch hands the flushes waiting for the old user's changes to an heir.
-            if !core.withLock({ $0.cancelFlushWaiter(number) }) { account.cancelFlushWaiter(number) }
+            let core = core
+            let account = account
+            Mirror.runOnAnotherThread {
+                if !core.withLock({ $0.cancelFlushWaiter(number) }) { account.cancelFlushWaiter(number) }
+            }
         }
         for heir in earlierUsers { try await heir.flush() }
+    }
+
+    /// Runs `work`, which takes the mirror's lock, on another thread.
+    ///
+    /// For cancellation and termination handlers: they run while the cancelled task's own
+    /// lock is held, and a thread that holds the mirror's lock may be resuming that very task
+    /// (a change handed to a stream, a flush completed), which needs the task's lock. Taking
+    /// the mirror's lock in the handler would make each thread wait for the other for ever.
+    static func runOnAnotherThread(_ work: @escaping @Sendable () -> Void) {
+        DispatchQueue.global().async(execute: work)
     }
 
     /// The local changes not committed yet, oldest first.
@@ -320,12 +334,22 @@ public final class Mirror<Record: Recordable>: Sendable {
         set { core.withLock { $0.policy = newValue } }
     }
 
+    /// Whether `error` is to be posted: always, except a stored record that does not decode,
+    /// which every mirror of its zone and type in the process finds and reports on its own
+    /// ``errors`` and ``lastError``, but which is posted once per process (it is one bad
+    /// entry).
+    private func isFirstReport(of error: MirrorError) -> Bool {
+        guard error.kind == .decodingFailed else { return true }
+        let key = "\(database.identifier)|\(zone)|\(Record.self)|\(error.message)"
+        return postedDecodingFailures.withLock { $0.insert(key).inserted }
+    }
+
     /// Posts errors and wakes observers after a locked section.
     func deliver(_ effects: MirrorState<Record>.Effects) {
         if !effects.errors.isEmpty {
             registrar.willSet(self, keyPath: \.lastError)
             registrar.didSet(self, keyPath: \.lastError)
-            for error in effects.errors {
+            for error in effects.errors where isFirstReport(of: error) {
                 NotificationCenter.default.post(name: .mirrorError, object: error)
             }
         }
@@ -333,3 +357,6 @@ public final class Mirror<Record: Recordable>: Sendable {
         for observer in effects.stateObservers { observer() }
     }
 }
+
+/// The decoding failures posted in this process (see `Mirror.isFirstReport(of:)`).
+private let postedDecodingFailures = Mutex<Set<String>>([])

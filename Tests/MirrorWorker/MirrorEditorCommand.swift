@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import Synchronization
 
 /// `mirror-editor`: one of several processes that commit to one zone through their own
 /// `Mirror<EditRecord>`, for the concurrency runs.
@@ -14,7 +15,9 @@ import MagicMirror
 /// 3. R rounds: sets its own field (`p<I>`) of each record `shared-0`…`shared-<K-1>` (which
 ///    must exist) to the round number and the shared field `last` to its name, then flushes.
 ///    The records are edited by every process at once; the conflict policy settles them.
-/// 4. Prints `done` and waits for `report` on standard input (sent once every process is
+///    Prints `editing` once the first round's edits are made (not yet committed).
+/// 4. Prints `done merges=<n>` (n: conflicts it settled by merging, which the array showed
+///    as remote changes while pending) and waits for `report` on standard input (sent once every process is
 ///    done, so the zone no longer changes).
 /// 5. Reads the zone from the database and waits until the mirror's array, sorted by id,
 ///    equals it; writes that array (JSON, sorted keys) to FILE and prints
@@ -45,6 +48,15 @@ enum MirrorEditorCommand {
         let mirror = try await Mirror<EditRecord>(
             database: database, conflictPolicy: policy,
             configuration: MirrorConfiguration(retryDelay: .milliseconds(5), maximumRetryDelay: .milliseconds(100)))
+        // Conflicts this process settled by merging: the array then shows the merged record
+        // (a remote change) while it is committed.
+        let merges = MergeCounter()
+        let changes = mirror.changes
+        let counting = Task {
+            for await change in changes where change.origin == .remote && change.state == .pending {
+                merges.count.add(1, ordering: .relaxed)
+            }
+        }
         emitLine("ready \(mirror.dataModel.count)")
         try await waitForInput("go")
 
@@ -62,9 +74,11 @@ enum MirrorEditorCommand {
                 mirror.dataModel[position][keyPath: field] = round + 1
                 mirror.dataModel[position].last = name
             }
+            if round == 0 { emitLine("editing") }
             try await mirror.flush()
         }
-        emitLine("done")
+        counting.cancel()
+        emitLine("done merges=\(merges.count.load(ordering: .relaxed))")
         try await waitForInput("report")
 
         // Nothing changes any more: the mirror must come to hold exactly what is stored.
@@ -82,4 +96,9 @@ enum MirrorEditorCommand {
         try bytes.write(to: URL(fileURLWithPath: output))
         emitLine("final \(final.count) \(String(FNV1a.hash(bytes), radix: 16))")
     }
+}
+
+/// Counts the conflicts `mirror-editor` settled by merging.
+private final class MergeCounter: Sendable {
+    let count = Atomic<Int>(0)
 }

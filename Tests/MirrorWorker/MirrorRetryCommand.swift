@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import Synchronization
 
 /// `mirror-retry`: appends one record through a `Mirror<EditRecord>` to a database it may
 /// not be allowed to write yet, for the read-only-directory run (started as an unprivileged
@@ -10,12 +11,12 @@ import MagicMirror
 /// ```
 ///
 /// 1. Opens the mirror and prints `loaded <records>`.
-/// 2. Appends record ID and flushes. When the flush fails, prints
-///    `refused <kind> attempts=<failed attempts> pending=<pending changes> notifications=<n>`
-///    (n: `.mirrorError` notifications posted in this process so far); when it succeeds,
-///    prints `committed` and stops.
-/// 3. Waits for `go` on standard input (sent once the directory is writable), flushes again
-///    (which retries at once) and prints `committed pending=<pending> notifications=<n>`.
+/// 2. Appends record ID, which starts a commit. When a failure is posted, prints
+///    `refused <kind> attempts=<failed attempts> pending=<pending changes> notifications=1`;
+///    when the change is committed instead, prints `committed` and stops.
+/// 3. Waits for `go` on standard input (sent once the directory is writable), flushes
+///    (which retries at once) and prints `committed pending=<pending> notifications=<n>`
+///    (n: every `.mirrorError` notification posted in this process).
 ///
 /// Automatic retries wait an hour, so every attempt is one the command asked for.
 enum MirrorRetryCommand {
@@ -25,35 +26,48 @@ enum MirrorRetryCommand {
         let options = try WorkerOptions(arguments, usage: usage)
         let directory = try options.required("db")
         let id = try options.required("id")
-        let (errors, errorContinuation) = AsyncStream.makeStream(of: MirrorError.self)
+        let counter = NotificationCounter()
+        let (posted, postedContinuation) = AsyncStream.makeStream(of: MirrorError.self)
         let observer = NotificationCenter.default.addObserver(forName: .mirrorError, object: nil, queue: nil) {
-            if let error = $0.object as? MirrorError { errorContinuation.yield(error) }
+            guard let error = $0.object as? MirrorError else { return }
+            counter.count.add(1, ordering: .relaxed)
+            postedContinuation.yield(error)
         }
         defer { NotificationCenter.default.removeObserver(observer) }
-        var posted = errors.makeAsyncIterator()
 
         let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory))
         let mirror = try await Mirror<EditRecord>(
             database: database, configuration: MirrorConfiguration(retryDelay: .seconds(3600)))
         emitLine("loaded \(mirror.dataModel.count)")
 
+        // The append starts a commit; its failure is posted (or, after 30 s, is not).
         mirror.dataModel.append(EditRecord(id: id, owner: "retry"))
-        do {
-            try await mirror.flush()
-            emitLine("committed")
-            return
-        } catch let error as MirrorError {
-            // The notification is posted just after flush() learns of the failure.
-            var notifications = 0
-            if await posted.next() != nil { notifications += 1 }
-            let attempts = mirror.pendingChanges.map(\.failedAttempts).reduce(0, +)
-            emitLine("refused \(error.kind) attempts=\(attempts) pending=\(mirror.pendingChanges.count) "
-                + "notifications=\(notifications)")
-            try await waitForInput("go")
-            try await mirror.flush()
-            errorContinuation.finish()
-            while await posted.next() != nil { notifications += 1 }
-            emitLine("committed pending=\(mirror.pendingChanges.count) notifications=\(notifications)")
+        let failure = await withTaskGroup(of: MirrorError?.self) { group in
+            group.addTask {
+                for await error in posted { return error }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))
+                return nil
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
         }
+        guard let failure else {
+            emitLine(mirror.hasPendingChanges ? "no failure posted" : "committed")
+            return
+        }
+        let attempts = mirror.pendingChanges.map(\.failedAttempts).reduce(0, +)
+        emitLine("refused \(failure.kind) attempts=\(attempts) pending=\(mirror.pendingChanges.count) "
+            + "notifications=\(counter.count.load(ordering: .relaxed))")
+        try await waitForInput("go")
+        try await mirror.flush()
+        emitLine("committed pending=\(mirror.pendingChanges.count) notifications=\(counter.count.load(ordering: .relaxed))")
     }
+}
+
+/// Counts `.mirrorError` notifications.
+private final class NotificationCounter: Sendable {
+    let count = Atomic<Int>(0)
 }

@@ -5,6 +5,7 @@ enum WorkerCommands {
     static let all: [String: Command] = [
         "echo": { arguments in print(arguments.joined(separator: " ")) },
         "mirror": { try await MirrorCommand.run($0) },
+        "mirror-cancel-race": { try await MirrorCancelRaceCommand.run($0) },
         "mirror-editor": { try await MirrorEditorCommand.run($0) },
         "mirror-retry": { try await MirrorRetryCommand.run($0) },
         "mirror-writer": { try await MirrorWriterCommand.run($0) },

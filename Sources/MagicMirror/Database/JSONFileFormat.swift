@@ -121,6 +121,10 @@ enum JSONFileFormat {
         /// Lines within `consumed` that do not decode: offset and length (newline included),
         /// relative to the stretch.
         var bad: [(offset: Int, length: Int)] = []
+        /// Complete commits whose sequence number is not above every one before them (the
+        /// reader's and the stretch's): the offset and length of their lines, and the number.
+        /// They are not in `commits`.
+        var repeated: [(offset: Int, length: Int, sequence: Int)] = []
     }
 
     /// Reads journal lines from `count` bytes at `base`.
@@ -130,12 +134,17 @@ enum JSONFileFormat {
     /// one or more whole commits (consecutive lines with the same `seq`); a failed or
     /// interrupted append has no `end` at its end, so none of it is ever applied. Anything
     /// after the last `end` line is left unconsumed.
+    ///
+    /// Sequence numbers only grow: a commit whose number is not above `sequence` (what the
+    /// reader has applied already) and every earlier commit of the stretch is listed in
+    /// ``JournalScan/repeated`` instead of ``JournalScan/commits``.
     static func scanJournal(
-        _ base: UnsafePointer<UInt8>, count: Int, parser: inout LineParser
+        _ base: UnsafePointer<UInt8>, count: Int, after sequence: Int, parser: inout LineParser
     ) -> JournalScan {
         var scan = JournalScan()
-        var pending: [(sequence: Int, records: [StoredRecord])] = []
+        var pending: [(sequence: Int, records: [StoredRecord], start: Int, end: Int)] = []
         var pendingBad: [(offset: Int, length: Int)] = []
+        var highest = sequence
         var start = 0
         while start < count {
             guard let found = memchr(base + start, 0x0A, count - start) else { break }
@@ -148,11 +157,19 @@ enum JSONFileFormat {
             }
             if let last = pending.last, last.sequence == entry.sequence {
                 pending[pending.count - 1].records.append(entry.record)
+                pending[pending.count - 1].end = newline + 1
             } else {
-                pending.append((entry.sequence, [entry.record]))
+                pending.append((entry.sequence, [entry.record], start, newline + 1))
             }
             if entry.isLast {
-                scan.commits.append(contentsOf: pending)
+                for commit in pending {
+                    if commit.sequence > highest {
+                        highest = commit.sequence
+                        scan.commits.append((commit.sequence, commit.records))
+                    } else {
+                        scan.repeated.append((commit.start, commit.end - commit.start, commit.sequence))
+                    }
+                }
                 pending.removeAll()
                 scan.consumed = newline + 1
                 scan.bad.append(contentsOf: pendingBad)

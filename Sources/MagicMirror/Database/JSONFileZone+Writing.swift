@@ -246,9 +246,8 @@ extension JSONFileZone {
     private func append(_ disk: inout Disk, _ bytes: [UInt8], durable: Bool) throws(MirrorError) {
         try openJournal(&disk, create: true)
         let name = JSONFileFormat.journalFile(disk.generation)
-        guard disk.journalWritable else {
-            throw located(MirrorError(
-                .permissionDenied, "\(path(name)) cannot be written by this process", file: path(name)))
+        if !disk.journalWritable {
+            try reopenJournalForWriting(&disk)
         }
         let start = disk.journalEnd
         let fd = disk.journalFD
@@ -271,6 +270,34 @@ extension JSONFileZone {
         }
         disk.journalEnd = start + bytes.count
         disk.journalSeen = disk.journalEnd
+    }
+
+    /// Opens the journal again for writing, in place of the read-only descriptor it was
+    /// opened with when this process could not write it: the permissions may have changed
+    /// since (otherwise a process that once met a read-only journal could never write again).
+    ///
+    /// - Throws: ``MirrorError/Kind/permissionDenied`` (or the kind of the `open` failure)
+    ///   when it still cannot be written.
+    private func reopenJournalForWriting(_ disk: inout Disk) throws(MirrorError) {
+        let name = JSONFileFormat.journalFile(disk.generation)
+        let fd: Int32
+        do {
+            fd = try fileSystem.open(at: disk.directoryFD, name, flags: O_RDWR | O_APPEND | O_NOFOLLOW)
+        } catch {
+            var failure = error.mirrorError(file: path(name))
+            failure.message = "\(path(name)) cannot be written by this process: \(String(cString: strerror(error.code)))"
+            throw located(failure)
+        }
+        guard let old = JSONFileIO.info(disk.journalFD), let new = JSONFileIO.info(fd),
+              old.inode == new.inode, old.device == new.device
+        else {
+            // Another file took its name meanwhile: the next catch-up reloads.
+            close(fd)
+            throw located(MirrorError(.ioFailure, "\(path(name)) was replaced while it was read", file: path(name)))
+        }
+        close(disk.journalFD)
+        disk.journalFD = fd
+        disk.journalWritable = true
     }
 
     // MARK: Compaction

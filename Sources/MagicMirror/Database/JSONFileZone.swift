@@ -308,7 +308,7 @@ final class JSONFileZone: Sendable {
         if size == disk.journalSeen && !(underLock && size > disk.journalEnd) {
             return []
         }
-        let scan = try readJournal(&disk, size: size)
+        let scan = try readJournal(&disk, size: size, after: memory.withLock { $0.token.sequence })
         let notifications = memory.withLock { state in
             apply(scan, to: &state, notify: true)
         }
@@ -316,11 +316,11 @@ final class JSONFileZone: Sendable {
         return notifications
     }
 
-    /// Reads the journal from `journalEnd` to `size`, reports its bad lines, moves the
-    /// clock past other writers' readings, and moves `journalEnd` past the last complete
-    /// append.
+    /// Reads the journal from `journalEnd` to `size`, reports its bad lines and the commits
+    /// that repeat a sequence number already read (`sequence`: the state's), moves the clock
+    /// past other writers' readings, and moves `journalEnd` past the last complete append.
     private func readJournal(
-        _ disk: inout Disk, size: Int
+        _ disk: inout Disk, size: Int, after sequence: Int
     ) throws(MirrorError) -> JSONFileFormat.JournalScan {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
@@ -332,13 +332,23 @@ final class JSONFileZone: Sendable {
         }
         var parser = JSONFileFormat.LineParser()
         let scan = bytes.withUnsafeBufferPointer { buffer in
-            JSONFileFormat.scanJournal(buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!, count: buffer.count, parser: &parser)
+            JSONFileFormat.scanJournal(
+                buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!, count: buffer.count, after: sequence,
+                parser: &parser)
         }
         for bad in scan.bad {
             let range = bad.offset..<(bad.offset + bad.length)
             quarantine(
                 Array(bytes[range]), in: disk.directoryFD, name: "quarantine-journal-\(disk.generation)-\(start + bad.offset).bad",
                 source: name, what: "line at byte \(start + bad.offset) of \(name) does not decode")
+        }
+        for repeated in scan.repeated {
+            let range = repeated.offset..<(repeated.offset + repeated.length)
+            quarantine(
+                Array(bytes[range]), in: disk.directoryFD,
+                name: "quarantine-journal-\(disk.generation)-\(start + repeated.offset).bad", source: name,
+                what: "the commit at byte \(start + repeated.offset) of \(name) repeats sequence number "
+                    + "\(repeated.sequence), which an earlier commit has, so it was not applied")
         }
         var foreignClock = HLCTimestamp.zero
         for commit in scan.commits {
@@ -527,7 +537,7 @@ final class JSONFileZone: Sendable {
             generation: generation, sequence: contents.header?.sequence ?? 0, records: contents.records)
         contents.records = []
         if journalFD >= 0, let info = JSONFileIO.info(journalFD), info.size > 0 {
-            let read = try readJournal(&disk, size: info.size)
+            let read = try readJournal(&disk, size: info.size, after: state.token.sequence)
             _ = apply(read, to: &state, notify: false)
         }
         if underLock { try cutTail(&disk) }

@@ -42,6 +42,12 @@ struct MirrorState<Record: Recordable> {
     private var pullRetryAt: ContinuousClock.Instant?
     /// Decoding failures reported, by record id: the version reported.
     private var reportedUndecodable: [String: Int] = [:]
+    /// Remote versions pulled while a local change of the record was pending or being
+    /// committed, by id. The array keeps showing the local value meanwhile and takes the
+    /// remote one when the local change settles without superseding it (``settle(_:)``):
+    /// otherwise the array would lag behind ``shadow``, and the next local edit, based on
+    /// the newer version but made on the older value, would undo the remote change.
+    private var heldBack: [String: (record: StoredRecord, value: Result<Record, any Error>?)] = [:]
 
     // MARK: Pending changes
 
@@ -234,6 +240,7 @@ struct MirrorState<Record: Recordable> {
                entry.failedAttempts == 0 {
                 // Created and deleted before it was ever sent: nothing to store.
                 pending[id] = nil
+                settle(id)
                 checkFlushWaiters(failure: nil)
             } else {
                 pending[id] = entry
@@ -381,6 +388,7 @@ struct MirrorState<Record: Recordable> {
             emit(MirrorChange(
                 kind: entry.changeKind, recordID: entry.recordID, record: entry.value,
                 origin: .local, state: .committed))
+            settle(entry.recordID)
         }
         requeueAtFront(strays(of: batch))
         consecutiveFailures = 0
@@ -478,6 +486,7 @@ struct MirrorState<Record: Recordable> {
             pending[id] = nil
             if let stored, let problem, !stored.isDeleted { reportUndecodable(stored, error: problem) }
             applyToArray(id, decoded, origin: .remote, state: .committed)
+            settle(id)
             checkFlushWaiters(failure: nil)
         case .hold(let error):
             entry.isOnHold = true
@@ -607,7 +616,14 @@ struct MirrorState<Record: Recordable> {
             if let known = shadow[record.id], known.version >= record.version { continue }
             HybridLogicalClock.shared.observe(record.modified)
             shadow[record.id] = record
-            guard pending[record.id] == nil, inFlight[record.id] == nil else { continue }
+            guard pending[record.id] == nil, inFlight[record.id] == nil else {
+                if record.isDeleted {
+                    heldBack[record.id] = (record, nil)
+                } else if let value = decoded[record.id] {
+                    heldBack[record.id] = (record, value)
+                }
+                continue
+            }
             if record.isDeleted {
                 applyToArray(record.id, nil, origin: .remote, state: .committed)
                 continue
@@ -625,6 +641,23 @@ struct MirrorState<Record: Recordable> {
         if set.isComplete || set.token > token { token = set.token }
         pullFailures = 0
         pullRetryAt = nil
+    }
+
+    /// Once no local change of a record is left, shows the remote version pulled while one
+    /// was, unless something newer (the mirror's own commit) superseded it.
+    private mutating func settle(_ id: String) {
+        guard pending[id] == nil, inFlight[id] == nil, let held = heldBack.removeValue(forKey: id),
+              shadow[id]?.version == held.record.version
+        else { return }
+        switch held.value {
+        case nil:
+            applyToArray(id, nil, origin: .remote, state: .committed)
+        case .success(let value)?:
+            applyToArray(id, value, origin: .remote, state: .committed)
+        case .failure(let error)?:
+            reportUndecodable(held.record, error: error)
+            applyToArray(id, nil, origin: .remote, state: .committed)
+        }
     }
 
     mutating func pullFailed(_ error: MirrorError, now: ContinuousClock.Instant) {

@@ -151,3 +151,21 @@ func reliabilityErrors(under directory: URL, orNaming ids: [String] = []) -> Err
         return !wanted.isDisjoint(with: error.recordIDs)
     }
 }
+
+/// `mirror.flush()`, failing with ``TimedOut`` instead of waiting for ever.
+func flush<Record: Recordable>(_ mirror: Mirror<Record>, within timeout: Duration = testTimeout) async throws {
+    try await withThrowingTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            try await mirror.flush()
+            return true
+        }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return false
+        }
+        defer { group.cancelAll() }
+        guard try await group.next() == true else {
+            throw TimedOut(description: "flush() did not return within \(timeout); pending: \(mirror.pendingChanges)")
+        }
+    }
+}

@@ -3,7 +3,8 @@ import MagicMirror
 import Synchronization
 
 /// Wraps a database to script its commits for mirror tests: fail the next ones, fail every
-/// one that names a record, hold them until released, and count calls and subscriptions.
+/// one that names a record, hold them (or their outcomes) until released, and count calls
+/// and subscriptions.
 final class ScriptedDatabase: RecordDatabase, Sendable {
     let base: any RecordDatabase
 
@@ -29,6 +30,8 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
         var held: [CheckedContinuation<Void, Never>] = []
         var isHoldingPulls = false
         var heldPulls: [CheckedContinuation<Void, Never>] = []
+        var isHoldingOutcomes = false
+        var heldOutcomes: [CheckedContinuation<Void, Never>] = []
         var completeChangeSets = 0
         var liveSubscriptions = 0
         var subscribeCalls = 0
@@ -91,6 +94,22 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
         for continuation in held { continuation.resume() }
     }
 
+    /// Commits are made in the base database (and listed in ``attempts``) but do not return
+    /// until ``releaseOutcomes()``: the caller learns late that its commit was stored.
+    func holdOutcomes() {
+        state.withLock { $0.isHoldingOutcomes = true }
+    }
+
+    /// Lets held outcomes and later ones through.
+    func releaseOutcomes() {
+        let held = state.withLock { state in
+            state.isHoldingOutcomes = false
+            defer { state.heldOutcomes.removeAll() }
+            return state.heldOutcomes
+        }
+        for continuation in held { continuation.resume() }
+    }
+
     /// How many change sets marked complete ``changes(in:since:)`` returned.
     var completeChangeSets: Int { state.withLock { $0.completeChangeSets } }
 
@@ -129,6 +148,13 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
         do {
             let outcome = try await base.commit(operations, to: zone)
             attempts.append(Attempt(recordIDs: ids, error: nil, applied: outcome.isApplied))
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let wait = state.withLock { state in
+                    if state.isHoldingOutcomes { state.heldOutcomes.append(continuation) }
+                    return state.isHoldingOutcomes
+                }
+                if !wait { continuation.resume() }
+            }
             return outcome
         } catch let error as MirrorError {
             attempts.append(Attempt(recordIDs: ids, error: error, applied: false))
