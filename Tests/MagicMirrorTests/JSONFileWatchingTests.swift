@@ -31,6 +31,23 @@ import Testing
         #expect(heard.writer == writer.writerID)
     }
 
+    /// The periodic sweep is the safety net under the watcher: with a watch that never fires
+    /// (polling once an hour), another writer's commit still arrives.
+    @Test func theSweepCatchesUpWhenTheWatchMissesAChange() async throws {
+        let directory = try TemporaryDirectory("watch-sweep")
+        defer { directory.remove() }
+        let reader = try JSONFileDatabase(
+            isolatedDirectory: directory.url, options: .init(pollInterval: .seconds(3600), changeDetection: .polling))
+        let (stream, continuation) = AsyncStream.makeStream(of: RemoteNotification.self)
+        let subscription = try reader.subscribe(to: zone) { continuation.yield($0) }
+        defer { subscription.cancel() }
+        let writer = try JSONFileDatabase(isolatedDirectory: directory.url)
+        try await writer.commit([jsonSave("swept", ["v": 1])], to: zone)
+        let heard = try await firstValue(of: stream, within: testTimeout)
+        #expect(heard.recordIDs == ["swept"])
+        #expect(heard.writer == writer.writerID)
+    }
+
     @Test func theWatchLastsWhileTheZoneHasSubscribers() async throws {
         let directory = try TemporaryDirectory("watch-lifetime")
         defer { directory.remove() }

@@ -275,6 +275,16 @@ final class JSONFileZoneWatcher: Sendable {
     private let state = Mutex(State())
     private let watcher: DirectoryWatcher
     private let reportedFailures = Mutex<Set<String>>([])
+    /// Catches every watched zone up now and then, whatever the watcher reported.
+    private let sweep: Task<Void, Never>
+
+    /// How often the sweep runs.
+    ///
+    /// File-system events are the fast path; the sweep is the safety net. A missed event
+    /// (a watch limit reached mid-run, an event coalesced with a catch-up that found the
+    /// zone busy) would otherwise leave this process's mirrors behind until the next commit.
+    /// A sweep of a zone where nothing changed costs two `stat` calls.
+    static let sweepInterval: Duration = .seconds(1)
 
     init(method: DirectoryWatcher.Method, pollInterval: Duration) {
         // The handler refers to the state only, weakly, so that the watcher never keeps
@@ -285,7 +295,24 @@ final class JSONFileZoneWatcher: Sendable {
         ) { directory in
             box.watcher?.directoryChanged(directory)
         }
+        // Holds the watcher only while sweeping; ends when it is stopped or deallocated.
+        sweep = Task.detached(priority: .utility) {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: JSONFileZoneWatcher.sweepInterval)
+                guard !Task.isCancelled, let watcher = box.watcher else { return }
+                watcher.sweepAll()
+            }
+        }
         box.watcher = self
+    }
+
+    /// Catches every watched zone up (see ``sweepInterval``).
+    private func sweepAll() {
+        let (engine, zones) = state.withLock { state in
+            (state.isStopped ? nil : state.engine, Array(state.zonesByDirectory.values))
+        }
+        guard let engine else { return }
+        for zone in zones { engine.catchUp(zone) }
     }
 
     /// Sets the engine whose zones are watched.
@@ -357,6 +384,7 @@ final class JSONFileZoneWatcher: Sendable {
             state.zonesByDirectory.removeAll()
         }
         // Outside the lock: cancelling waits for a handler in progress, which takes it.
+        sweep.cancel()
         watcher.cancel()
     }
 }
