@@ -7,11 +7,12 @@ import Synchronization
 /// campaign (the test kills it with SIGKILL at random moments).
 ///
 /// ```
-/// mirror-writer --db DIR --prefix P [--count N] [--seed S] [--max-batch B] [--padding BYTES]
-///               [--compaction-threshold BYTES] [--compact-every BATCHES] [--relaxed]
-///               [--crash-at OPERATION:CALL[:BYTES]]
+/// mirror-writer --db DIR --prefix P [--user NAME] [--count N] [--seed S] [--max-batch B]
+///               [--padding BYTES] [--compaction-threshold BYTES] [--compact-every BATCHES]
+///               [--relaxed] [--crash-at OPERATION:CALL[:BYTES]]
 /// ```
 ///
+/// - `--user`: the user's private zone instead of the public one.
 /// - Records are `<prefix><n>`; each flush commits 1…B of them (random, default 4), each with
 ///   a payload of 0…BYTES random characters (default 600) and a checksum.
 /// - `--compact-every`: also compacts the zone, concurrently with the commits, after every
@@ -21,7 +22,7 @@ import Synchronization
 /// Prints `ready <writerID> <records loaded>` once the mirror is open (after checking that
 /// it holds no id twice and that every record's checksum holds), then the ids, one per line.
 enum MirrorWriterCommand {
-    static let usage = "mirror-writer --db DIR --prefix P [--count N] [--seed S] [--max-batch B] "
+    static let usage = "mirror-writer --db DIR --prefix P [--user NAME] [--count N] [--seed S] [--max-batch B] "
         + "[--padding BYTES] [--compaction-threshold BYTES] [--compact-every BATCHES] [--relaxed] "
         + "[--crash-at OPERATION:CALL[:BYTES]]"
 
@@ -40,8 +41,9 @@ enum MirrorWriterCommand {
         databaseOptions.compactionThreshold = try options.int("compaction-threshold", default: 1 << 20)
         let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory), options: databaseOptions)
         try options.armCrash(on: database)
+        let user = options.string("user")
         let mirror = try await Mirror<CrashRecord>(
-            database: database,
+            database: database, scope: user == nil ? .public : .private, user: user,
             configuration: MirrorConfiguration(retryDelay: .milliseconds(5), maximumRetryDelay: .milliseconds(100)))
 
         let loaded = mirror.dataModel.array
@@ -53,6 +55,7 @@ enum MirrorWriterCommand {
         emitLine("ready \(database.writerID) \(loaded.count)")
 
         let compacting = CompactionFlag()
+        var compaction: Task<Void, Never>?
         var next = 0
         var batches = 0
         while next < count {
@@ -72,7 +75,7 @@ enum MirrorWriterCommand {
             if compactEvery > 0, batches % compactEvery == 0,
                compacting.running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
                 let zone = mirror.zone
-                Task.detached {
+                compaction = Task.detached {
                     defer { compacting.running.store(false, ordering: .releasing) }
                     do {
                         try await database.compact(zone)
@@ -84,6 +87,7 @@ enum MirrorWriterCommand {
             }
         }
         try await mirror.flush()
+        await compaction?.value
     }
 }
 

@@ -155,7 +155,10 @@ enum JSONFileFormat {
                 pendingBad.append((start, newline + 1 - start))
                 continue
             }
-            if let last = pending.last, last.sequence == entry.sequence {
+            // Only the sequence number is read from the last pending commit: a copy of the
+            // element would share its records' storage, and each append would then copy them
+            // all (quadratic in the size of a commit).
+            if !pending.isEmpty, pending[pending.count - 1].sequence == entry.sequence {
                 pending[pending.count - 1].records.append(entry.record)
                 pending[pending.count - 1].end = newline + 1
             } else {
