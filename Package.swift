@@ -27,7 +27,7 @@ let package = Package(
         // A small executable the multi-process and crash tests start as real processes.
         .executableTarget(
             name: "mirror-worker",
-            dependencies: ["MagicMirror", "MirrorTesting"],
+            dependencies: ["MagicMirror", "MirrorTesting", "MirrorTestSupport"],
             path: "Tests/MirrorWorker"
         ),
         // Test support shared by the test targets (child processes); not a product.

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import MirrorTestSupport
 import MagicMirror
 
 // What the reliability subcommands (`mirror-writer`, `mirror-editor`, `mirror-retry`) share:
@@ -51,35 +52,6 @@ struct EditRecord: Recordable {
         case 2: \.p2
         default: \.p3
         }
-    }
-}
-
-/// FNV-1a, 64 bits: a small, stable digest (no dependency, same in every process).
-enum FNV1a {
-    static func hash(_ text: String) -> UInt64 { hash(Array(text.utf8)) }
-
-    static func hash(_ bytes: some Sequence<UInt8>) -> UInt64 {
-        var value: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes {
-            value ^= UInt64(byte)
-            value &*= 0x100_0000_01b3
-        }
-        return value
-    }
-}
-
-/// SplitMix64: a seeded generator, so that a run can be repeated from its seed.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var value = state
-        value = (value ^ (value >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        value = (value ^ (value >> 27)) &* 0x94d0_49bb_1331_11eb
-        return value ^ (value >> 31)
     }
 }
 

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import MirrorTestSupport
 import MagicMirror
 import Synchronization
 import Testing
@@ -39,36 +40,6 @@ struct EditRecord: Recordable {
 
     /// The field of process `index`.
     func field(_ index: Int) -> Int { [p0, p1, p2, p3][index] }
-}
-
-/// FNV-1a, 64 bits (the same digest `mirror-worker` prints).
-enum FNV1a {
-    static func hash(_ text: String) -> UInt64 { hash(Array(text.utf8)) }
-
-    static func hash(_ bytes: some Sequence<UInt8>) -> UInt64 {
-        var value: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes {
-            value ^= UInt64(byte)
-            value &*= 0x100_0000_01b3
-        }
-        return value
-    }
-}
-
-/// SplitMix64: a seeded generator, so that a failing campaign can be run again from the
-/// seed it printed.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var value = state
-        value = (value ^ (value >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        value = (value ^ (value >> 27)) &* 0x94d0_49bb_1331_11eb
-        return value ^ (value >> 31)
-    }
 }
 
 enum Reliability {
