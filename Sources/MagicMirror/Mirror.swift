@@ -334,22 +334,20 @@ public final class Mirror<Record: Recordable>: Sendable {
         set { core.withLock { $0.policy = newValue } }
     }
 
-    /// Whether `error` is to be posted: always, except a stored record that does not decode,
-    /// which every mirror of its zone and type in the process finds and reports on its own
-    /// ``errors`` and ``lastError``, but which is posted once per process (it is one bad
-    /// entry).
-    private func isFirstReport(of error: MirrorError) -> Bool {
-        guard error.kind == .decodingFailed else { return true }
-        let key = "\(database.identifier)|\(zone)|\(Record.self)|\(error.message)"
-        return postedDecodingFailures.withLock { $0.insert(key).inserted }
-    }
-
     /// Posts errors and wakes observers after a locked section.
+    ///
+    /// An error that stands for a bad stored entry (a record that does not decode), which
+    /// every mirror of its zone and type finds and reports on its own ``errors`` and
+    /// ``lastError``, is posted once per process: it is one failure.
     func deliver(_ effects: MirrorState<Record>.Effects) {
         if !effects.errors.isEmpty {
             registrar.willSet(self, keyPath: \.lastError)
             registrar.didSet(self, keyPath: \.lastError)
-            for error in effects.errors where isFirstReport(of: error) {
+            for (error, entry) in effects.errors {
+                if let entry {
+                    let key = "\(database.identifier)|\(entry)"
+                    guard postedEntryFailures.withLock({ $0.insert(key).inserted }) else { continue }
+                }
                 NotificationCenter.default.post(name: .mirrorError, object: error)
             }
         }
@@ -358,5 +356,5 @@ public final class Mirror<Record: Recordable>: Sendable {
     }
 }
 
-/// The decoding failures posted in this process (see `Mirror.isFirstReport(of:)`).
-private let postedDecodingFailures = Mutex<Set<String>>([])
+/// The bad stored entries whose failure was posted in this process (see `Mirror.deliver(_:)`).
+private let postedEntryFailures = Mutex<Set<String>>([])

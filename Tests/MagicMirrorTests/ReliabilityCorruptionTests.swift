@@ -48,17 +48,26 @@ import Testing
     /// reporting anything again; a new process sees `expected` plus the new chore.
     private func expectWritable(
         _ mirror: Mirror<Chore>, _ database: JSONFileDatabase, _ directory: TemporaryDirectory,
-        expected: [Chore], errors: ErrorNotificationCollector, reported: Int
+        expected: [Chore], errors: ErrorNotificationCollector, reported: Int, case label: String = #function
     ) async throws {
+        let loaded = mirror.dataModel.count
         let added = Chore(id: "added-\(UUID().uuidString)", title: "after the damage")
         mirror.dataModel.append(added)
         try await flush(mirror)
         let second = try await Mirror<Chore>(database: database)
         #expect(Set(second.dataModel.map(\.id)) == Set(expected.map(\.id) + [added.id]))
         #expect(errors.count == reported, "each bad entry is reported once: \(errors.errors.items)")
+        let notifications = errors.count
+        // (A new process reports the bad entries again, once, in its own engine.)
         let reader = try JSONFileDatabase(isolatedDirectory: directory.url)
         let stored = try await reader.fetchAll(in: zone).records.map(\.id)
         #expect(Set(stored).isSuperset(of: expected.map(\.id) + [added.id]))
+        let zoneDirectory = database.directory(of: zone)
+        Reliability.report("corruption-\(label.prefix { $0 != "(" })", [
+            "good-records-loaded": loaded, "quarantine-files": JSONFileTestSupport.names(in: zoneDirectory)
+                .filter { $0.hasPrefix("quarantine-") }.count,
+            "notifications": notifications, "writable-after": Set(stored).contains(added.id),
+        ])
     }
 
     @Test func aTornLastLine() async throws {
@@ -259,7 +268,11 @@ import Testing
             #expect(error.message.contains("format 2"))
             #expect(error.file == manifest.path)
         }
-        #expect(try Reliability.picture(of: directory.url) == refused, "byte for byte as they were")
+        let unchanged = try Reliability.picture(of: directory.url) == refused
+        #expect(unchanged, "byte for byte as they were")
         #expect(errors.count == 0, "a refusal is thrown, not posted")
+        Reliability.report("corruption-anUnknownFormatVersion", [
+            "refused": "snapshot and database.json", "files-unchanged": unchanged, "notifications": errors.count,
+        ])
     }
 }

@@ -82,13 +82,24 @@ enum MirrorEditorCommand {
         emitLine("done merges=\(merges.count.load(ordering: .relaxed))")
         try await waitForInput("report")
 
-        // Nothing changes any more: the mirror must come to hold exactly what is stored.
+        // Nothing changes any more: the mirror must come to hold exactly what is stored. The
+        // files are read by an engine of its own, which loads them whole: the shared one may
+        // be in the middle of reading the last commits (a read does not wait for that).
         let decoder = JSONDecoder()
-        let stored = try await database.fetchAll(in: mirror.zone).records
+        let reference = try JSONFileDatabase(isolatedDirectory: URL(fileURLWithPath: directory))
+        let stored = try await reference.fetchAll(in: mirror.zone).records
             .map { try decoder.decode(EditRecord.self, from: $0.fields ?? Data()) }
             .sorted { $0.id < $1.id }
-        try await waitForRecords(mirror, timeout: timeout, "the mirror to hold the \(stored.count) stored records") {
-            $0.count == stored.count && $0.sorted { $0.id < $1.id } == stored
+        do {
+            try await waitForRecords(mirror, timeout: timeout, "the mirror to hold the \(stored.count) stored records") {
+                $0.count == stored.count && $0.sorted { $0.id < $1.id } == stored
+            }
+        } catch {
+            let held = mirror.dataModel.array.sorted { $0.id < $1.id }
+            let differing = zip(held, stored).filter { $0 != $1 }.prefix(3)
+            throw MirrorError(
+                .timedOut, "\(error); the mirror holds \(held.count) records, the files \(stored.count); "
+                    + "pending \(mirror.pendingChanges.count); first differences: \(Array(differing))")
         }
         let final = mirror.dataModel.array.sorted { $0.id < $1.id }
         let encoder = JSONEncoder()

@@ -71,7 +71,7 @@ struct MirrorState<Record: Recordable> {
     // MARK: Delivery
 
     private(set) var lastError: MirrorError?
-    private var outbox: [MirrorError] = []
+    private var outbox: [(error: MirrorError, entry: String?)] = []
     private var observersDirty = false
     private var changeStreams: [Int: AsyncStream<MirrorChange<Record>>.Continuation] = [:]
     private var errorStreams: [Int: AsyncStream<MirrorError>.Continuation] = [:]
@@ -696,11 +696,13 @@ struct MirrorState<Record: Recordable> {
     private mutating func reportUndecodable(_ stored: StoredRecord, error: any Error) {
         guard reportedUndecodable[stored.id] != stored.version else { return }
         reportedUndecodable[stored.id] = stored.version
-        report(MirrorError(
-            .decodingFailed,
-            "stored record \(stored.id) (version \(stored.version)) does not decode as "
-                + "\(Record.self); it is skipped and left untouched in the database",
-            recordIDs: [stored.id], recordType: zone.recordType, scope: zone.scope, underlying: error))
+        report(
+            MirrorError(
+                .decodingFailed,
+                "stored record \(stored.id) (version \(stored.version)) does not decode as "
+                    + "\(Record.self); it is skipped and left untouched in the database",
+                recordIDs: [stored.id], recordType: zone.recordType, scope: zone.scope, underlying: error),
+            entry: "\(zone)|\(Record.self)|\(stored.id)|\(stored.version)")
     }
 
     // MARK: Switching zones
@@ -859,15 +861,20 @@ struct MirrorState<Record: Recordable> {
 
     /// Reports a failure: sets ``lastError``, delivers it on the error streams, and queues
     /// its notification for ``drain(owner:)``.
-    mutating func report(_ error: MirrorError) {
+    ///
+    /// - Parameter entry: For a failure that is one bad stored entry rather than one failed
+    ///   attempt (a record that does not decode), a key naming the entry: every mirror that
+    ///   finds it reports it, but its notification is posted once per process.
+    mutating func report(_ error: MirrorError, entry: String? = nil) {
         lastError = error
         for continuation in errorStreams.values { continuation.yield(error) }
-        outbox.append(error)
+        outbox.append((error, entry))
     }
 
     /// What to do once the lock is released.
     struct Effects {
-        var errors: [MirrorError] = []
+        /// The errors to post, each with the key of the bad entry it stands for, if any.
+        var errors: [(error: MirrorError, entry: String?)] = []
         var observers: [Wakeup] = []
         /// Every state observer: called after every drain.
         var stateObservers: [@Sendable () -> Void] = []
