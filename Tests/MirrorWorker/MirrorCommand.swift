@@ -36,36 +36,23 @@ enum MirrorCommand {
     }
 
     static func run(_ arguments: [String]) async throws {
-        var options: [String: String] = [:]
-        var flags: Set<String> = []
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            guard argument.hasPrefix("--") else { throw usage("unexpected \(argument)") }
-            let name = String(argument.dropFirst(2))
-            if ["private", "polling", "relaxed"].contains(name) {
-                flags.insert(name)
-                index += 1
-            } else {
-                guard index + 1 < arguments.count else { throw usage("\(argument) needs a value") }
-                options[name] = arguments[index + 1]
-                index += 2
-            }
-        }
-        guard let directory = options["db"] else { throw usage("--db is required") }
+        let options = try WorkerOptions(
+            arguments, flags: ["private", "polling", "relaxed"],
+            usage: "mirror-worker mirror --db DIR [--user NAME | --private] [--compaction-threshold BYTES] "
+                + "[--polling] [--relaxed]")
+        let directory = try options.required("db")
         var databaseOptions = JSONFileDatabase.Options()
-        if flags.contains("relaxed") { databaseOptions.durability = .relaxed }
-        if flags.contains("polling") {
+        if options.flag("relaxed") { databaseOptions.durability = .relaxed }
+        if options.flag("polling") {
             databaseOptions.changeDetection = .polling
             databaseOptions.pollInterval = .milliseconds(20)
         }
-        if let threshold = options["compaction-threshold"].flatMap(Int.init) {
-            databaseOptions.compactionThreshold = threshold
-        }
+        databaseOptions.compactionThreshold = try options.int(
+            "compaction-threshold", default: databaseOptions.compactionThreshold)
         let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory), options: databaseOptions)
-        let isPrivate = flags.contains("private") || options["user"] != nil
+        let isPrivate = options.flag("private") || options.string("user") != nil
         let mirror = try await Mirror<Todo>(
-            database: database, scope: isPrivate ? .private : .public, user: options["user"])
+            database: database, scope: isPrivate ? .private : .public, user: options.string("user"))
         let output = LineWriter()
         output.write("ready \(database.writerID) \(database.identifier)")
         let observation = mirror.observe { records in

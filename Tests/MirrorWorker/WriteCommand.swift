@@ -24,44 +24,23 @@ import MagicMirror
 /// Prints `ready <writerID>` first. Output is written unbuffered.
 enum WriteCommand {
     static func run(_ arguments: [String]) async throws {
-        var options: [String: String] = [:]
-        var flags: Set<String> = []
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            guard argument.hasPrefix("--") else { throw usage("unexpected \(argument)") }
-            let name = String(argument.dropFirst(2))
-            if name == "relaxed" {
-                flags.insert(name)
-                index += 1
-            } else {
-                guard index + 1 < arguments.count else { throw usage("\(argument) needs a value") }
-                options[name] = arguments[index + 1]
-                index += 2
-            }
-        }
-        guard let directory = options["db"] else { throw usage("--db is required") }
-        let recordType = options["zone"] ?? "Todo"
-        let zone = options["user"].map { ZoneID.private(recordType, user: $0) } ?? .public(recordType)
-        let count = Int(options["count"] ?? "100") ?? 100
-        let batch = max(1, Int(options["batch"] ?? "1") ?? 1)
-        let prefix = options["prefix"] ?? "p\(getpid())-"
-        let padding = String(repeating: "x", count: Int(options["padding"] ?? "0") ?? 0)
+        let options = try WorkerOptions(
+            arguments, flags: ["relaxed"],
+            usage: "mirror-worker write --db DIR [--zone T] [--user U] [--count N] [--batch B] [--prefix P] "
+                + "[--padding BYTES] [--relaxed] [--compaction-threshold BYTES] [--crash-at OP:CALL[:BYTES]]")
+        let directory = try options.required("db")
+        let recordType = options.string("zone") ?? "Todo"
+        let zone = options.string("user").map { ZoneID.private(recordType, user: $0) } ?? .public(recordType)
+        let count = try options.int("count", default: 100)
+        let batch = max(1, try options.int("batch", default: 1))
+        let prefix = options.string("prefix") ?? "p\(getpid())-"
+        let padding = String(repeating: "x", count: try options.int("padding", default: 0))
         var databaseOptions = JSONFileDatabase.Options()
-        if flags.contains("relaxed") { databaseOptions.durability = .relaxed }
-        if let threshold = options["compaction-threshold"].flatMap(Int.init) {
-            databaseOptions.compactionThreshold = threshold
-        }
+        if options.flag("relaxed") { databaseOptions.durability = .relaxed }
+        databaseOptions.compactionThreshold = try options.int(
+            "compaction-threshold", default: databaseOptions.compactionThreshold)
         let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory), options: databaseOptions)
-        if let crash = options["crash-at"] {
-            // OPERATION:CALL[:BYTES], e.g. write:6:1500 or rename:1
-            let parts = crash.split(separator: ":").map(String.init)
-            guard let operation = parts.first.flatMap(FileSystem.Operation.init(rawValue:)),
-                  let call = parts.dropFirst().first.flatMap(Int.init)
-            else { throw usage("bad --crash-at \(crash)") }
-            let bytes = parts.count > 2 ? Int(parts[2]) ?? 0 : 0
-            database.fileSystem.crash(at: operation, call: call, afterBytes: bytes)
-        }
+        try options.armCrash(on: database)
         emit("ready \(database.writerID)")
         var next = 0
         while next < count {
@@ -84,13 +63,5 @@ enum WriteCommand {
 
     private static func emit(_ line: String) {
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
-    }
-
-    private static func usage(_ problem: String) -> MirrorError {
-        MirrorError(
-            .invalidRecord,
-            "\(problem); usage: mirror-worker write --db DIR [--zone T] [--user U] [--count N] [--batch B] "
-                + "[--prefix P] [--padding BYTES] [--relaxed] [--compaction-threshold BYTES] "
-                + "[--crash-at OPERATION:CALL[:BYTES]]")
     }
 }
