@@ -147,7 +147,7 @@ import Testing
         let generation = (try? JSONFileTestSupport.jsonObject(snapshot))?["generation"] as? Int ?? 0
         var found = Set<String>()
         for name in JSONFileTestSupport.names(in: zoneDirectory)
-        where name == "snapshot.json.tmp" || (name.hasPrefix("journal-") && name != "journal-\(generation).ndjson") {
+        where name.hasPrefix("snapshot.json.tmp") || (name.hasPrefix("journal-") && name != "journal-\(generation).ndjson") {
             let attributes = try? FileManager.default.attributesOfItem(atPath: zoneDirectory.appendingPathComponent(name).path)
             let inode = attributes?[.systemFileNumber] as? Int ?? 0
             let size = attributes?[.size] as? Int ?? 0

@@ -8,7 +8,7 @@ import MagicMirror
 /// ```
 /// mirror-worker write --db DIR [--zone Todo] [--user NAME] [--count N] [--batch B]
 ///                     [--prefix P] [--padding BYTES] [--relaxed] [--compaction-threshold BYTES]
-///                     [--crash-at OPERATION:CALL[:BYTES]]
+///                     [--crash-at OPERATION:CALL[:BYTES]] [--retry]
 /// ```
 ///
 /// - `--zone`: the record type (default `Todo`); with `--user`, the user's private zone.
@@ -21,13 +21,16 @@ import MagicMirror
 ///   call of the file-system seam from the moment the database is open (for `write`,
 ///   after writing BYTES of it), e.g. `write:6:1500`, `rename:1`, `unlink:1`.
 ///
+/// - `--retry`: a commit that fails with a transient error is tried again (it was not
+///   acknowledged); without it the worker stops with the error.
+///
 /// Prints `ready <writerID>` first. Output is written unbuffered.
 enum WriteCommand {
     static func run(_ arguments: [String]) async throws {
         let options = try WorkerOptions(
-            arguments, flags: ["relaxed"],
+            arguments, flags: ["relaxed", "retry"],
             usage: "mirror-worker write --db DIR [--zone T] [--user U] [--count N] [--batch B] [--prefix P] "
-                + "[--padding BYTES] [--relaxed] [--compaction-threshold BYTES] [--crash-at OP:CALL[:BYTES]]")
+                + "[--padding BYTES] [--relaxed] [--compaction-threshold BYTES] [--crash-at OP:CALL[:BYTES]] [--retry]")
         let directory = try options.required("db")
         let recordType = options.string("zone") ?? "Todo"
         let zone = options.string("user").map { ZoneID.private(recordType, user: $0) } ?? .public(recordType)
@@ -52,7 +55,13 @@ enum WriteCommand {
                     id, fields: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]),
                     baseVersion: 0, timestamp: HybridLogicalClock.shared.now())
             }
-            let outcome = try await database.commit(operations, to: zone)
+            let outcome: CommitOutcome
+            do {
+                outcome = try await database.commit(operations, to: zone)
+            } catch let error as MirrorError where options.flag("retry") && error.kind.isTransient {
+                // Not acknowledged: try the same commit again, as a mirror would.
+                continue
+            }
             guard outcome.isApplied else {
                 throw MirrorError(.conflict, "commit of \(ids.first ?? "") was not applied: \(outcome.results)")
             }

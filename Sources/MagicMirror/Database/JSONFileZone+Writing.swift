@@ -138,14 +138,9 @@ extension JSONFileZone {
         disk.withLock { disk in
             do throws(MirrorError) {
                 notifications += try ensureLoaded(&disk)
-                let lockFD = try openLock(&disk)
-                let code = mayWait ? FileLock.lock(lockFD) : FileLock.tryLock(lockFD)
-                if code == EWOULDBLOCK {
+                guard let lockFD = try lockWriters(&disk, mayWait: mayWait) else {
                     busy = true
                     return
-                }
-                guard code == 0 else {
-                    throw located(MirrorError.posix(code, "flock", file: path(JSONFileFormat.lockFile)))
                 }
                 defer { FileLock.unlock(lockFD) }
                 notifications += try synchronize(&disk, underLock: true)
@@ -251,6 +246,8 @@ extension JSONFileZone {
         }
         let start = disk.journalEnd
         let fd = disk.journalFD
+        try requireLockStillNamed(disk)
+        try requireJournalStillNamed(disk)
         do throws(FileSystem.Failure) {
             try fileSystem.write(fd, bytes: bytes)
             if durable {
@@ -270,6 +267,7 @@ extension JSONFileZone {
         }
         disk.journalEnd = start + bytes.count
         disk.journalSeen = disk.journalEnd
+        try confirmAppend(disk, bytes, at: start)
     }
 
     /// Opens the journal again for writing, in place of the read-only descriptor it was
@@ -341,11 +339,7 @@ extension JSONFileZone {
     func compact(ifLargerThan threshold: Int?) throws(MirrorError) {
         let notifications = try disk.withLock { disk throws(MirrorError) -> [RemoteNotification] in
             var notifications = try ensureLoaded(&disk)
-            let lockFD = try openLock(&disk)
-            let code = FileLock.lock(lockFD)
-            guard code == 0 else {
-                throw located(MirrorError.posix(code, "flock", file: path(JSONFileFormat.lockFile)))
-            }
+            guard let lockFD = try lockWriters(&disk, mayWait: true) else { return notifications }
             defer { FileLock.unlock(lockFD) }
             notifications += try synchronize(&disk, underLock: true)
             if let threshold, disk.journalEnd <= max(disk.snapshot?.size ?? 0, threshold) {
@@ -371,7 +365,9 @@ extension JSONFileZone {
         let oldGeneration = disk.generation
         let newGeneration = oldGeneration + 1
         let journalName = JSONFileFormat.journalFile(newGeneration)
-        let temporaryName = JSONFileFormat.snapshotTemporaryFile
+        // A name of this writer's own: two writers never share a temporary file, even when
+        // another program removed the lock file between them.
+        let temporaryName = JSONFileFormat.snapshotTemporaryFile + "-" + context.writerID
         let journalMode = disk.journalFD >= 0 ? JSONFileIO.info(disk.journalFD)?.mode : nil
         let snapshotMode = (disk.snapshotFD >= 0 ? JSONFileIO.info(disk.snapshotFD)?.mode : nil) ?? journalMode
         let (records, token) = memory.withLock { ($0.liveRecords, $0.token) }
@@ -421,11 +417,17 @@ extension JSONFileZone {
             try fileSystem.sync(newSnapshot)
 
             currentFile = JSONFileFormat.snapshotFile
+            try requireLockStillNamed(disk)
             try fileSystem.rename(at: directoryFD, temporaryName, to: JSONFileFormat.snapshotFile)
             renamed = true
-        } catch {
+        } catch let error as FileSystem.Failure {
             throw located(error.mirrorError(file: path(currentFile)))
+        } catch let error as MirrorError {
+            throw error
+        } catch {
+            throw located(MirrorError(.ioFailure, "\(error)", file: path(currentFile)))
         }
+        removeStaleSnapshotTemporaries(in: directoryFD)
 
         // The new generation is in place; what follows only tidies up.
         let directorySynced = (try? fileSystem.sync(directoryFD, metadata: true)) != nil

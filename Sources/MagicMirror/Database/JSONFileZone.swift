@@ -176,7 +176,7 @@ final class JSONFileZone: Sendable {
         if disk.journalSeen > disk.journalEnd {
             // Something follows the last complete append: a commit in progress, or the
             // remains of a writer that died. Look again under the writers' lock.
-            if let lockFD = try? openLock(&disk), FileLock.lock(lockFD) == 0 {
+            if let lockFD = try? lockWriters(&disk, mayWait: true) {
                 defer { FileLock.unlock(lockFD) }
                 if let more = try? synchronize(&disk, underLock: true) { notifications += more }
             }
@@ -294,6 +294,12 @@ final class JSONFileZone: Sendable {
         if snapshotChanged(disk) {
             return try reload(&disk, underLock: underLock)
         }
+        if journalWasReplaced(disk) {
+            // Another program replaced or removed the journal: under the lock, put back the
+            // commits the new file lacks; then read the files as they are now.
+            if underLock { try repairReplacedJournal(&disk) }
+            return try reload(&disk, underLock: underLock)
+        }
         if disk.journalFD < 0 {
             guard try openJournal(&disk, create: false) else { return [] }
         }
@@ -301,7 +307,16 @@ final class JSONFileZone: Sendable {
             throw located(MirrorError.posix(errno, "stat", file: path(JSONFileFormat.journalFile(disk.generation))))
         }
         if info.size < disk.journalEnd {
-            // Cut below what was read: the file was replaced or damaged; start over.
+            // Cut below what was read: another program truncated it. What was cut is gone
+            // from the file; say so, and start over from what is there.
+            context.problems.report(
+                located(MirrorError(
+                    .corruptEntry,
+                    "\(path(JSONFileFormat.journalFile(disk.generation))) was cut to \(info.size) bytes by "
+                        + "another program after \(disk.journalEnd) bytes of committed changes had been read; "
+                        + "the zone was reloaded from what is left",
+                    file: path(JSONFileFormat.journalFile(disk.generation)))),
+                key: "journal cut \(path(JSONFileFormat.journalFile(disk.generation))) \(disk.journalEnd) \(info.size)")
             return try reload(&disk, underLock: underLock)
         }
         let size = disk.mustTruncateTo.map { min($0, info.size) } ?? info.size
@@ -382,6 +397,9 @@ final class JSONFileZone: Sendable {
     private func cutTail(_ disk: inout Disk) throws(MirrorError) {
         guard disk.journalSeen > disk.journalEnd, disk.journalFD >= 0 else { return }
         let name = JSONFileFormat.journalFile(disk.generation)
+        // Only a writer that holds the lock named `lock` may cut: what follows the last
+        // complete append may be another writer's append in progress otherwise.
+        try requireLockStillNamed(disk)
         let tail = (try? JSONFileIO.read(disk.journalFD, from: disk.journalEnd, count: disk.journalSeen - disk.journalEnd)) ?? []
         let stamp = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
             .description + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
@@ -621,6 +639,11 @@ final class JSONFileZone: Sendable {
 
     /// The generations of the journal files in the zone directory.
     func journalGenerations(_ directoryFD: Int32) -> [Int] {
+        fileNames(in: directoryFD).compactMap(JSONFileFormat.generation(ofJournal:))
+    }
+
+    /// The names of the entries of a directory.
+    func fileNames(in directoryFD: Int32) -> [String] {
         let copy = dup(directoryFD)
         guard copy >= 0, let directory = fdopendir(copy) else {
             if copy >= 0 { close(copy) }
@@ -628,14 +651,13 @@ final class JSONFileZone: Sendable {
         }
         defer { closedir(directory) }
         rewinddir(directory)
-        var generations: [Int] = []
+        var names: [String] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            names.append(withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if let generation = JSONFileFormat.generation(ofJournal: name) { generations.append(generation) }
+            })
         }
-        return generations
+        return names
     }
 
     // MARK: Quarantine

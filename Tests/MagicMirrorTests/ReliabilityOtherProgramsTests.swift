@@ -1,0 +1,151 @@
+import Foundation
+import MagicMirror
+import MirrorTestSupport
+import Testing
+
+/// Files of a zone changed by other programs while real writer processes run: a journal
+/// replaced by an editor (`sed -i` writes a new file and renames it over the old one), the
+/// `lock` file removed, a journal cut short. Every acknowledged commit must be stored, or
+/// its loss reported.
+@Suite struct ReliabilityOtherProgramsTests {
+    let zone = ZoneID.public("Todo")
+
+    /// Replaces `url` the way `sed -i` does: the same bytes in a new file (a new inode),
+    /// renamed over the old name.
+    private func replaceLikeAnEditor(_ url: URL) throws {
+        let bytes = try Data(contentsOf: url)
+        let temporary = url.deletingLastPathComponent().appendingPathComponent("sed\(UUID().uuidString.prefix(6))")
+        try bytes.write(to: temporary)
+        guard rename(temporary.path, url.path) == 0 else {
+            throw SubprocessError("rename failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Runs two `mirror-worker write --retry` processes, calling `interfere` after every
+    /// `every`-th id the first one acknowledges; returns every acknowledged id.
+    private func runWriters(
+        in directory: TemporaryDirectory, count: Int, extra: [String] = [], every: Int,
+        interfere: @escaping @Sendable () throws -> Void
+    ) async throws -> [String] {
+        let workers = try ["A", "B"].map { prefix in
+            try WorkerProcess(
+                ["write", "--db", directory.path, "--count", "\(count)", "--prefix", prefix, "--retry"] + extra)
+        }
+        let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
+            for (index, worker) in workers.enumerated() {
+                group.addTask {
+                    var ids: [String] = []
+                    for await line in worker.lines where !line.hasPrefix("ready ") {
+                        ids.append(line)
+                        if index == 0, ids.count % every == 0 { try interfere() }
+                    }
+                    return ids
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        for worker in workers { #expect(try await worker.waitForExit() == 0) }
+        return acknowledged
+    }
+
+    @Test func aJournalReplacedUnderRunningWritersLosesNoCommit() async throws {
+        let directory = try TemporaryDirectory("journal-replaced")
+        defer { directory.remove() }
+        let setup = try JSONFileDatabase(isolatedDirectory: directory.url)
+        try await setup.commit([jsonSave("seed", ["n": 0])], to: zone)
+        let journal = try JSONFileTestSupport.journal(in: setup.directory(of: zone))
+        let replacements = MutexBox(0)
+        let count = 300
+        let acknowledged = try await runWriters(in: directory, count: count, every: 15) {
+            try replaceLikeAnEditor(journal)
+            replacements.update { $0 += 1 }
+        }
+        #expect(acknowledged.count == 2 * count)
+
+        let reader = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let stored = Set(try await reader.fetchAll(in: zone).records.map(\.id))
+        let lost = Set(acknowledged).subtracting(stored)
+        Reliability.report("journal-replaced", [
+            "acknowledged": acknowledged.count, "stored": stored.count - 1,
+            "replacements": replacements.value, "lost": lost.count,
+        ])
+        #expect(replacements.value == count / 15)
+        #expect(lost.isEmpty, "acknowledged but not stored: \(lost.sorted().prefix(10))")
+    }
+
+    /// A writer that holds `lock` open keeps locking the removed file; a writer started
+    /// after the removal creates and locks a new one. Each new writer starts right after
+    /// another removal, while a long-running writer commits and both compact.
+    @Test func removingTheLockFileUnderRunningWritersLosesNoCommit() async throws {
+        let directory = try TemporaryDirectory("lock-removed")
+        defer { directory.remove() }
+        let setup = try JSONFileDatabase(isolatedDirectory: directory.url)
+        try await setup.commit([jsonSave("seed", ["n": 0])], to: zone)
+        let zoneDirectory = setup.directory(of: zone)
+        let lock = zoneDirectory.appendingPathComponent("lock")
+        // A small threshold makes the writers compact under each other as well.
+        let common = ["--db", directory.path, "--retry", "--compaction-threshold", "8192"]
+        let longRunning = try WorkerProcess(["write", "--count", "1500", "--prefix", "L"] + common)
+        let longIDs = Task {
+            var ids: [String] = []
+            for await line in longRunning.lines where !line.hasPrefix("ready ") { ids.append(line) }
+            return ids
+        }
+        var acknowledged: [String] = []
+        var removals = 0
+        for round in 0..<8 {
+            if unlink(lock.path) == 0 { removals += 1 }
+            let worker = try WorkerProcess(["write", "--count", "60", "--prefix", "S\(round)-"] + common)
+            for await line in worker.lines where !line.hasPrefix("ready ") { acknowledged.append(line) }
+            #expect(try await worker.waitForExit() == 0)
+        }
+        acknowledged += await longIDs.value
+        #expect(try await longRunning.waitForExit() == 0)
+        #expect(acknowledged.count == 8 * 60 + 1500)
+
+        let reader = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let stored = Set(try await reader.fetchAll(in: zone).records.map(\.id))
+        let lost = Set(acknowledged).subtracting(stored)
+        let leftovers = JSONFileTestSupport.names(in: zoneDirectory).filter { $0.hasPrefix("snapshot.json.tmp") }
+        Reliability.report("lock-removed", [
+            "acknowledged": acknowledged.count, "stored": stored.count - 1, "removals": removals,
+            "lost": lost.count, "problems": reader.problems.count,
+        ])
+        #expect(removals == 8)
+        #expect(lost.isEmpty, "acknowledged but not stored: \(lost.sorted().prefix(10))")
+        #expect(reader.problems.isEmpty, "\(reader.problems)")
+        #expect(leftovers.isEmpty, "temporary snapshots left behind: \(leftovers)")
+    }
+
+    @Test func aJournalCutShortByAnotherProgramIsReported() async throws {
+        let directory = try TemporaryDirectory("journal-cut")
+        defer { directory.remove() }
+        let writer = try JSONFileDatabase(isolatedDirectory: directory.url)
+        for index in 0..<5 { try await writer.commit([jsonSave("r\(index)", ["n": index])], to: zone) }
+        let journal = try JSONFileTestSupport.journal(in: writer.directory(of: zone))
+        let handle = try FileHandle(forWritingTo: journal)
+        try handle.truncate(atOffset: 10)
+        try handle.close()
+
+        try await writer.commit([jsonSave("after", ["n": 9])], to: zone)
+        let problem = try #require(writer.problems.first { $0.message.contains("was cut to 10 bytes") })
+        #expect(problem.kind == .corruptEntry)
+        #expect(problem.file == journal.path)
+        #expect(try await writer.fetch(["after"], in: zone).count == 1)
+    }
+
+    @Test func aJournalRemovedByAnotherProgramIsWrittenBackWhole() async throws {
+        let directory = try TemporaryDirectory("journal-removed")
+        defer { directory.remove() }
+        let writer = try JSONFileDatabase(isolatedDirectory: directory.url)
+        for index in 0..<5 { try await writer.commit([jsonSave("r\(index)", ["n": index])], to: zone) }
+        let journal = try JSONFileTestSupport.journal(in: writer.directory(of: zone))
+        try FileManager.default.removeItem(at: journal)
+
+        try await writer.commit([jsonSave("after", ["n": 9])], to: zone)
+        let reader = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let ids = Set(try await reader.fetchAll(in: zone).records.map(\.id))
+        #expect(ids == ["r0", "r1", "r2", "r3", "r4", "after"])
+        #expect(writer.problems.contains { $0.message.contains("were appended to it again") })
+    }
+}
