@@ -1,6 +1,7 @@
 import Foundation
 import MagicMirror
 import MirrorTestSupport
+import Dispatch
 import Testing
 
 /// Files of a zone changed by other programs while real writer processes run: a journal
@@ -147,5 +148,44 @@ import Testing
         let ids = Set(try await reader.fetchAll(in: zone).records.map(\.id))
         #expect(ids == ["r0", "r1", "r2", "r3", "r4", "after"])
         #expect(writer.problems.contains { $0.message.contains("were appended to it again") })
+    }
+}
+
+/// A read must not return the state from before another writer's commit because another
+/// thread of this process is catching up with the files at that moment.
+@Suite struct JSONFileReadDuringCatchUpTests {
+    let zone = ZoneID.public("Todo")
+
+    @Test func aReadWaitsForTheCatchUpInProgress() async throws {
+        let directory = try TemporaryDirectory("read-during-catch-up")
+        defer { directory.remove() }
+        let reader = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let writer = try JSONFileDatabase(isolatedDirectory: directory.url)
+        try await writer.commit([jsonSave("before", ["n": 0])], to: zone)
+        #expect(try await reader.fetchAll(in: zone).records.count == 1)
+
+        try await writer.commit([jsonSave("during", ["n": 1])], to: zone)
+
+        // Another thread holds the zone (as a watcher's catch-up does) when the read
+        // starts; the read must wait for it and see the commit, not return the state from
+        // before. Plain threads, so the cooperative pool stays free for the read.
+        let held = DispatchSemaphore(value: 0)
+        let released = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? reader.whileZoneIsBusy(zone) {
+                held.signal()
+                // Long enough for the read to reach the busy zone: it must wait, not return.
+                Thread.sleep(forTimeInterval: 0.3)
+            }
+            released.signal()
+        }
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { held.wait(); continuation.resume() }
+        }
+        let read = try await reader.fetchAll(in: zone).records.map(\.id)
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { released.wait(); continuation.resume() }
+        }
+        #expect(Set(read) == ["before", "during"])
     }
 }

@@ -120,30 +120,37 @@ final class JSONFileZone: Sendable {
             try ensureLoaded(&disk)
         }
         deliver(notifications)
+        // A watcher that fired while the zone was loading found `disk` busy and left its
+        // catch-up to the holder.
+        catchUpIfRequested()
     }
 
-    /// A consistent read of the state, after a best-effort catch-up with other writers.
+    /// A consistent read of the state, after catching up with other writers.
+    ///
+    /// Waits for a catch-up or commit in progress on another thread, so a read never
+    /// returns the state from before a change that was on disk when it started.
     func read<Result: Sendable>(_ body: (borrowing ZoneState) -> Result) throws(MirrorError) -> Result {
         try load()
-        catchUp()
+        catchUp(waiting: true)
         return memory.withLock { body($0) }
     }
 
     /// Reads what other writers appended since the last look and tells subscribers.
     ///
-    /// Cheap when nothing changed (two `stat` calls). Never blocks on a commit in progress:
-    /// if one holds the zone, it does the catch-up when it finishes.
-    func catchUp() {
+    /// Cheap when nothing changed (a few `stat` calls).
+    ///
+    /// - Parameter waiting: Whether to wait for another thread that holds the zone (a
+    ///   read must); when `false` (a watcher), a busy zone is left to its holder, which
+    ///   catches up when it finishes.
+    func catchUp(waiting: Bool = false) {
         guard loaded.load(ordering: .acquiring) else { return }
         catchUpRequested.store(true, ordering: .sequentiallyConsistent)
         while catchUpRequested.load(ordering: .sequentiallyConsistent) {
-            let outcome = disk.withLockIfAvailable { disk -> Result<[RemoteNotification], MirrorError> in
-                catchUpRequested.store(false, ordering: .sequentiallyConsistent)
-                do throws(MirrorError) {
-                    return .success(try synchronize(&disk, underLock: false))
-                } catch {
-                    return .failure(error)
-                }
+            let outcome: Result<[RemoteNotification], MirrorError>?
+            if waiting {
+                outcome = disk.withLock { disk in catchUpPass(&disk) }
+            } else {
+                outcome = disk.withLockIfAvailable { disk in catchUpPass(&disk) }
             }
             switch outcome {
             case nil: return  // the holder catches up when it is done
@@ -151,6 +158,17 @@ final class JSONFileZone: Sendable {
             case .failure(let error)?:
                 context.problems.report(located(error), key: "catch-up \(directoryPath): \(error.message)")
             }
+        }
+    }
+
+    /// One catch-up pass, with `disk` held: clears the request first, so that a request
+    /// made while it runs is seen by the loop in ``catchUp(waiting:)``.
+    private func catchUpPass(_ disk: inout Disk) -> Result<[RemoteNotification], MirrorError> {
+        catchUpRequested.store(false, ordering: .sequentiallyConsistent)
+        do throws(MirrorError) {
+            return .success(try synchronize(&disk, underLock: false))
+        } catch {
+            return .failure(error)
         }
     }
 
