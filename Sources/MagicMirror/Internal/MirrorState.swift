@@ -238,7 +238,11 @@ struct MirrorState<Record: Recordable> {
         let timestamp = HybridLogicalClock.shared.now()
         if var entry = pending[id] {
             entry.value = value
-            entry.timestamp = timestamp
+            // A creation never sent keeps its first timestamp: the record's creation clock,
+            // which places it in every process's order (Views/CreationOrder.swift).
+            if !entry.isCreation || entry.basePending || !entry.earlierTimestamps.isEmpty || value == nil {
+                entry.timestamp = timestamp
+            }
             entry.lastSequence = changeSequence
             entry.resolvedFields = nil
             if entry.isOnHold {

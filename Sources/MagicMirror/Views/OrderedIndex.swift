@@ -8,21 +8,21 @@
 /// costs O(n / chunkCapacity) once every chunkCapacity / 2 changes at most.
 ///
 /// `areInIncreasingOrder` must be a strict total order: no two elements compare equal.
-struct OrderedIndex<Element>: Sendable where Element: Sendable {
-    static var chunkCapacity: Int { 256 }
+package struct OrderedIndex<Element>: Sendable where Element: Sendable {
+    package static var chunkCapacity: Int { 256 }
 
     private var chunks: [[Element]] = []
     /// Fenwick tree over `chunks[i].count` (1-based, as usual).
     private var tree: [Int] = [0]
-    private(set) var count = 0
-    let areInIncreasingOrder: @Sendable (Element, Element) -> Bool
+    package private(set) var count = 0
+    package let areInIncreasingOrder: @Sendable (Element, Element) -> Bool
 
-    init(areInIncreasingOrder: @escaping @Sendable (Element, Element) -> Bool) {
+    package init(areInIncreasingOrder: @escaping @Sendable (Element, Element) -> Bool) {
         self.areInIncreasingOrder = areInIncreasingOrder
     }
 
     /// Fills an empty index from `elements`, sorting them first. O(n log n).
-    mutating func load(_ elements: [Element]) {
+    package mutating func load(_ elements: [Element]) {
         let sorted = elements.sorted(by: areInIncreasingOrder)
         let half = Self.chunkCapacity / 2
         chunks = stride(from: 0, to: sorted.count, by: half).map { Array(sorted[$0..<min($0 + half, sorted.count)]) }
@@ -32,7 +32,7 @@ struct OrderedIndex<Element>: Sendable where Element: Sendable {
 
     /// Inserts `element` and returns its position.
     @discardableResult
-    mutating func insert(_ element: Element) -> Int {
+    package mutating func insert(_ element: Element) -> Int {
         count += 1
         guard !chunks.isEmpty else {
             chunks = [[element]]
@@ -58,7 +58,7 @@ struct OrderedIndex<Element>: Sendable where Element: Sendable {
     /// Removes the element equal (in the order) to `element`; returns its position, or
     /// `nil` when there is none.
     @discardableResult
-    mutating func remove(_ element: Element) -> Int? {
+    package mutating func remove(_ element: Element) -> Int? {
         guard let (chunk, offset) = locate(element) else { return nil }
         let position = start(of: chunk) + offset
         chunks[chunk].remove(at: offset)
@@ -73,12 +73,12 @@ struct OrderedIndex<Element>: Sendable where Element: Sendable {
     }
 
     /// The position of the element equal (in the order) to `element`, or `nil`.
-    func position(of element: Element) -> Int? {
+    package func position(of element: Element) -> Int? {
         locate(element).map { start(of: $0.chunk) + $0.offset }
     }
 
     /// The element at `position`, which must be below ``count``.
-    subscript(position: Int) -> Element {
+    package subscript(position: Int) -> Element {
         precondition(position >= 0 && position < count, "position \(position) out of range 0..<\(count)")
         // Descend the Fenwick tree to the chunk holding `position`.
         var chunk = 0
@@ -97,7 +97,7 @@ struct OrderedIndex<Element>: Sendable where Element: Sendable {
     }
 
     /// The first `limit` elements (all of them when `limit` is `nil`), in order.
-    func prefix(_ limit: Int?) -> [Element] {
+    package func prefix(_ limit: Int?) -> [Element] {
         var result: [Element] = []
         let wanted = min(limit ?? count, count)
         result.reserveCapacity(wanted)

@@ -1,0 +1,202 @@
+import Foundation
+import MagicMirror
+import MirrorTestSupport
+import MirrorTesting
+import Observation
+import Synchronization
+import Testing
+
+/// Live views (Views/): filters, orders and limits that stay up to date with every local
+/// and remote change, their positions of change, writing through them and observing them.
+@Suite struct LiveViewTests {
+    private func chores(_ count: Int) -> [Chore] {
+        (0..<count).map { Chore(id: "c\($0)", title: "t\($0)", done: $0 % 2 == 1, rank: $0) }
+    }
+
+    private func mirror(with records: [Chore]) async throws -> (InMemoryDatabase, Mirror<Chore>) {
+        let database = InMemoryDatabase()
+        let mirror = try await Mirror<Chore>(database: database)
+        for record in records { mirror.dataModel.append(record) }
+        return (database, mirror)
+    }
+
+    @Test func filterSortAndLimitShowTheRightRecords() async throws {
+        let (_, mirror) = try await mirror(with: chores(10).shuffled())
+        let open = mirror.view(where: \.done == false, sortedBy: .descending(\.rank), limit: 3)
+        #expect(open.records.map(\.rank) == [8, 6, 4])
+        #expect(open.count == 3)
+        #expect(open[1].rank == 6)
+        let all = mirror.view()
+        #expect(all.records == mirror.dataModel.array)
+        let some = mirror.view(where: \.rank >= 3 && \.rank < 6 || \.title == "t9", sortedBy: \.rank)
+        #expect(some.records.map(\.rank) == [3, 4, 5, 9])
+        let closure = mirror.view(where: RecordFilter { $0.title.hasSuffix("7") })
+        #expect(closure.records.map(\.rank) == [7])
+        #expect(mirror.view(where: !(\.done == false), limit: 0).isEmpty)
+    }
+
+    @Test func aRecordEditedEntersMovesWithinAndLeavesTheView() async throws {
+        let (_, mirror) = try await mirror(with: chores(6))
+        // Open chores by rank: c0, c2, c4 (ranks 0, 2, 4).
+        let view = mirror.view(where: \.done == false, sortedBy: \.rank)
+        let changes = AsyncCollector(view.changes)
+        let c3 = try #require(mirror.dataModel.firstIndex(ofRecordID: "c3"))
+        mirror.dataModel[c3].done = false                  // enters between c2 and c4
+        #expect(view.records.map(\.id) == ["c0", "c2", "c3", "c4"])
+        mirror.dataModel[c3].rank = -1                     // moves to the front
+        #expect(view.records.map(\.id) == ["c3", "c0", "c2", "c4"])
+        mirror.dataModel[c3].title = "renamed"             // changes in place
+        mirror.dataModel[c3].done = true                   // leaves
+        #expect(view.records.map(\.id) == ["c0", "c2", "c4"])
+        let expected: [LiveViewChange] = [.inserted(at: 2), .moved(from: 2, to: 0), .updated(at: 0), .removed(at: 0)]
+        try await changes.wait("the four changes") { $0.count >= 4 }
+        #expect(changes.items == expected)
+    }
+
+    @Test func aLimitStaysLive() async throws {
+        let (_, mirror) = try await mirror(with: chores(10))
+        let firstThree = mirror.view(where: \.done == false, sortedBy: \.rank, limit: 3)
+        let changes = AsyncCollector(firstThree.changes)
+        #expect(firstThree.records.map(\.rank) == [0, 2, 4])
+        mirror.dataModel.removeRecord(withID: "c2")                     // the next one moves up
+        #expect(firstThree.records.map(\.rank) == [0, 4, 6])
+        mirror.dataModel.append(Chore(id: "new", title: "new", rank: 1))  // pushes the last out
+        #expect(firstThree.records.map(\.rank) == [0, 1, 4])
+        mirror.dataModel.append(Chore(id: "late", title: "late", rank: 100))  // beyond the limit
+        let last = try #require(mirror.dataModel.firstIndex(ofRecordID: "late"))
+        mirror.dataModel[last].rank = 3                                  // moves into it
+        #expect(firstThree.records.map(\.rank) == [0, 1, 3])
+        let expected: [LiveViewChange] = [
+            .removed(at: 1), .inserted(at: 2), .inserted(at: 1), .removed(at: 3), .inserted(at: 2), .removed(at: 3),
+        ]
+        try await changes.wait("six changes") { $0.count >= 6 }
+        #expect(changes.items == expected)
+    }
+
+    @Test func remoteChangesUpdateTheView() async throws {
+        let (database, mirror) = try await mirror(with: chores(4))
+        try await mirror.flush()
+        let view = mirror.view(where: \.done == false, sortedBy: \.rank, limit: 2)
+        #expect(view.records.map(\.id) == ["c0", "c2"])
+        try await database.simulateSave(Chore(id: "r", title: "remote", rank: 1))
+        try await mirror.waitUntil(timeout: .seconds(30)) { _ in view.records.map(\.id) == ["c0", "r"] }
+        try await database.simulateSave(Chore(id: "c0", title: "t0", done: true, rank: 0))
+        try await mirror.waitUntil(timeout: .seconds(30)) { _ in view.records.map(\.id) == ["r", "c2"] }
+        try await database.simulateDelete(id: "r", in: .public("Chore"))
+        try await mirror.waitUntil(timeout: .seconds(30)) { _ in view.records.map(\.id) == ["c2"] }
+    }
+
+    @Test func writingThroughAViewEditsTheMirror() async throws {
+        let (database, mirror) = try await mirror(with: chores(4))
+        let open = mirror.view(where: \.done == false, sortedBy: \.rank)
+        open[0].notes = "edited"                       // edits the record
+        #expect(mirror.dataModel.first { $0.id == "c0" }?.notes == "edited")
+        open[0].done = true                            // leaves the view
+        #expect(open.records.map(\.id) == ["c2"])
+        open.append(Chore(id: "a", title: "appended", rank: 1))
+        open.append(Chore(id: "hidden", title: "done already", done: true))
+        #expect(open.records.map(\.id) == ["a", "c2"])
+        #expect(mirror.dataModel.suffix(2).map(\.id) == ["a", "hidden"])
+        let removed = open.remove(at: 1)
+        #expect(removed.id == "c2")
+        #expect(!mirror.dataModel.contains { $0.id == "c2" })
+        try await mirror.flush()
+        let stored = try await database.fetchAll(in: .public("Chore")).records.map(\.id).sorted()
+        #expect(stored == ["a", "c0", "c1", "c3", "hidden"])
+    }
+
+    @Test func aViewIsObservable() async throws {
+        let (_, mirror) = try await mirror(with: chores(4))
+        let view = mirror.view(where: \.done == false)
+        let fired = Mutex(0)
+        withObservationTracking {
+            _ = view.records
+        } onChange: {
+            fired.withLock { $0 += 1 }
+        }
+        mirror.dataModel.append(Chore(id: "done", title: "x", done: true))  // not in the view
+        #expect(fired.withLock { $0 } == 0)
+        mirror.dataModel.append(Chore(id: "open", title: "y"))
+        #expect(fired.withLock { $0 } == 1)
+    }
+
+    @Test func aDeallocatedViewIsForgottenAndItsChangesEnd() async throws {
+        let (_, mirror) = try await mirror(with: chores(2))
+        var view: LiveView<Chore>? = mirror.view()
+        let changes = AsyncCollector(view!.changes)
+        view = nil
+        try await changes.waitForEnd("the end of the changes of a deallocated view")
+        mirror.dataModel.append(Chore(title: "after"))
+        #expect(mirror.dataModel.count == 3)
+    }
+
+    /// Many random changes, several views: each view always equals a fresh filter and
+    /// stable sort of the mirror's records, and replaying its changes gives its records.
+    @Test func randomChangesKeepEveryViewEqualToAFreshFilterAndSort() async throws {
+        var random = SplitMix64(seed: 7)
+        let (_, mirror) = try await mirror(with: [])
+        struct Check {
+            let view: LiveView<Chore>
+            let isIncluded: (Chore) -> Bool
+            let key: (Chore) -> Int
+            let limit: Int?
+            let changes: AsyncCollector<LiveViewChange>
+        }
+        func check(_ view: LiveView<Chore>, _ isIncluded: @escaping (Chore) -> Bool, _ key: @escaping (Chore) -> Int, _ limit: Int?) -> Check {
+            Check(view: view, isIncluded: isIncluded, key: key, limit: limit, changes: AsyncCollector(view.changes))
+        }
+        let checks = [
+            check(mirror.view(), { _ in true }, { _ in 0 }, nil),
+            check(mirror.view(where: \.done == false, sortedBy: \.rank, limit: 5), { !$0.done }, { $0.rank }, 5),
+            check(mirror.view(sortedBy: .descending(\.rank)), { _ in true }, { -$0.rank }, nil),
+            check(mirror.view(where: \.rank < 20, sortedBy: \.rank, limit: 1), { $0.rank < 20 }, { $0.rank }, 1),
+        ]
+        var next = 0
+        for _ in 0..<1_500 {
+            let count = mirror.dataModel.count
+            switch random.next() % 10 {
+            case 0...3 where count < 400 || count == 0:
+                mirror.dataModel.append(Chore(id: "r\(next)", title: "x", done: random.next() % 3 == 0, rank: Int(random.next() % 50)))
+                next += 1
+            case 0...6 where count > 0:
+                let index = Int(random.next() % UInt64(count))
+                if random.next() % 2 == 0 {
+                    mirror.dataModel[index].rank = Int(random.next() % 50)
+                } else {
+                    mirror.dataModel[index].done.toggle()
+                }
+            default:
+                if count > 0 { mirror.dataModel.remove(at: Int(random.next() % UInt64(count))) }
+            }
+            let records = mirror.dataModel.array
+            for check in checks {
+                let expected = records.enumerated().filter { check.isIncluded($0.element) }
+                    .sorted { (check.key($0.element), $0.offset) < (check.key($1.element), $1.offset) }
+                    .prefix(check.limit ?? .max).map(\.element)
+                #expect(check.view.records == Array(expected))
+            }
+        }
+        // Replaying each view's changes from empty gives its records (ids stand in for rows).
+        for check in checks {
+            let final = check.view.records.map(\.id)
+            var rows: [Int] = []
+            var replayedCount = 0
+            try await check.changes.wait("the changes") { _ in true }
+            for change in check.changes.items {
+                switch change {
+                case .inserted(let at): rows.insert(replayedCount, at: at); replayedCount += 1
+                case .removed(let at): rows.remove(at: at)
+                case .moved(let from, let to): rows.insert(rows.remove(at: from), at: to)
+                case .updated(let at): #expect(at < rows.count)
+                }
+            }
+            #expect(rows.count == final.count)
+        }
+    }
+}
+
+extension RecordArray {
+    mutating func removeRecord(withID id: String) {
+        if let index = firstIndex(ofRecordID: id) { remove(at: index) }
+    }
+}
