@@ -1,0 +1,104 @@
+import Foundation
+import MagicMirror
+import MirrorTesting
+import Testing
+
+// The code of the "Live queries" article (Sources/MagicMirror/Documentation.docc/
+// LiveQueries.md), compiled and run. Its blocks appear here exactly as in the article,
+// which is why they are not indented; `everySwiftBlockOfTheArticleIsHere` checks it.
+
+enum LiveQueriesArticle {
+struct Todo: Recordable {
+    var id = UUID()
+    var title: String
+    var done = false
+    var priority = 0
+    var created = Date()
+}
+}
+
+@Suite struct LiveViewArticleTests {
+    typealias Todo = LiveQueriesArticle.Todo
+
+    private static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()    // MagicMirrorTests
+        .deletingLastPathComponent()    // Tests
+        .deletingLastPathComponent()
+
+    private func read(_ path: String) throws -> String {
+        try String(contentsOf: Self.packageRoot.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    @Test func theArticlesExamplesRun() async throws {
+        let database = InMemoryDatabase()
+        try await database.simulateSave(Todo(title: "Call mum", priority: 3))
+
+let todos = try await Mirror<Todo>(database: database)
+let open = todos.view(where: \.done == false, sortedBy: \.created, limit: 50)
+let urgent = todos.view(where: \.done == false && \.priority >= 2, sortedBy: .descending(\.priority))
+let milk = todos.view(where: RecordFilter { $0.title.lowercased().contains("milk") })
+
+        #expect(open.records.map(\.title) == ["Call mum"])
+        #expect(urgent.count == 1)
+        #expect(milk.isEmpty)
+        let changes = AsyncCollector(open.changes)
+
+open.append(Todo(title: "Buy milk", priority: 2))
+open[0].done = true
+
+        // "Call mum" was done; "Buy milk" is the only open to-do, and the most urgent.
+        #expect(open.records.map(\.title) == ["Buy milk"])
+        #expect(urgent.records.map(\.title) == ["Buy milk"])
+        #expect(milk.records.map(\.title) == ["Buy milk"])
+        #expect(todos.dataModel.map(\.title) == ["Call mum", "Buy milk"])
+        try await changes.wait("two changes") { $0.count >= 2 }
+        #expect(changes.items == [.inserted(at: 1), .removed(at: 0)])
+
+let rows = Task {
+    for await change in open.changes {
+        switch change {
+        case .inserted(let position): print("insert row", position)
+        case .removed(let position): print("delete row", position)
+        case .moved(let from, let to): print("move row", from, "to", to)
+        case .updated(let position): print("reload row", position)
+        }
+    }
+}
+
+        open[0].title = "Buy oat milk"
+        try await todos.flush()
+        rows.cancel()
+        await rows.value
+        #expect(try await database.fetchAll(in: .public("Todo")).records.count == 2)
+    }
+
+    @Test func everySwiftBlockOfTheArticleIsHere() throws {
+        let article = try read("Sources/MagicMirror/Documentation.docc/LiveQueries.md")
+        let tests = try read("Tests/MagicMirrorTests/LiveViewArticleTests.swift")
+        #expect(article.hasPrefix("# Live queries\n"))
+        let blocks = Self.swiftCodeBlocks(in: article)
+        #expect(blocks.count == 4)
+        for block in blocks {
+            #expect(tests.contains(block), "this block of LiveQueries.md is not in LiveViewArticleTests.swift as it is:\n\(block)")
+        }
+        let landing = try read("Sources/MagicMirror/Documentation.docc/MagicMirror.md")
+        #expect(landing.contains("<doc:LiveQueries>"))
+    }
+
+    /// The contents of every fenced code block marked `swift`, without the fences.
+    private static func swiftCodeBlocks(in markdown: String) -> [String] {
+        var blocks: [String] = []
+        var current: [Substring]?
+        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
+            if current == nil {
+                if line.trimmingCharacters(in: .whitespaces) == "```swift" { current = [] }
+            } else if line.trimmingCharacters(in: .whitespaces) == "```" {
+                blocks.append(current!.joined(separator: "\n"))
+                current = nil
+            } else {
+                current!.append(line)
+            }
+        }
+        return blocks
+    }
+}
