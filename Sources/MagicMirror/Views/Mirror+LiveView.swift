@@ -93,7 +93,9 @@ extension MirrorState {
                 gone.append(number)
                 continue
             }
-            if view.apply(id, value, order: order) { changedLiveViews.append(view) }
+            if view.apply(id, value, order: order), !changedLiveViews.contains(where: { $0 === view }) {
+                changedLiveViews.append(view)
+            }
         }
         for number in gone { liveViews[number] = nil }
     }
