@@ -5,7 +5,8 @@ import Testing
 
 // The code of the "Live queries" article (Sources/MagicMirror/Documentation.docc/
 // LiveQueries.md), compiled and run. Its blocks appear here exactly as in the article,
-// which is why they are not indented; `everySwiftBlockOfTheArticleIsHere` checks it.
+// which is why they are not indented; Tests/MirrorTestingTests/LiveViewArticleTests.swift checks
+// that every block of the article is here.
 
 enum LiveQueriesArticle {
 struct Todo: Recordable {
@@ -19,15 +20,6 @@ struct Todo: Recordable {
 
 @Suite struct LiveViewArticleTests {
     typealias Todo = LiveQueriesArticle.Todo
-
-    private static let packageRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()    // MagicMirrorTests
-        .deletingLastPathComponent()    // Tests
-        .deletingLastPathComponent()
-
-    private func read(_ path: String) throws -> String {
-        try String(contentsOf: Self.packageRoot.appendingPathComponent(path), encoding: .utf8)
-    }
 
     @Test func theArticlesExamplesRun() async throws {
         let database = InMemoryDatabase()
@@ -70,35 +62,5 @@ let rows = Task {
         rows.cancel()
         await rows.value
         #expect(try await database.fetchAll(in: .public("Todo")).records.count == 2)
-    }
-
-    @Test func everySwiftBlockOfTheArticleIsHere() throws {
-        let article = try read("Sources/MagicMirror/Documentation.docc/LiveQueries.md")
-        let tests = try read("Tests/MagicMirrorTests/LiveViewArticleTests.swift")
-        #expect(article.hasPrefix("# Live queries\n"))
-        let blocks = Self.swiftCodeBlocks(in: article)
-        #expect(blocks.count == 4)
-        for block in blocks {
-            #expect(tests.contains(block), "this block of LiveQueries.md is not in LiveViewArticleTests.swift as it is:\n\(block)")
-        }
-        let landing = try read("Sources/MagicMirror/Documentation.docc/MagicMirror.md")
-        #expect(landing.contains("<doc:LiveQueries>"))
-    }
-
-    /// The contents of every fenced code block marked `swift`, without the fences.
-    private static func swiftCodeBlocks(in markdown: String) -> [String] {
-        var blocks: [String] = []
-        var current: [Substring]?
-        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
-            if current == nil {
-                if line.trimmingCharacters(in: .whitespaces) == "```swift" { current = [] }
-            } else if line.trimmingCharacters(in: .whitespaces) == "```" {
-                blocks.append(current!.joined(separator: "\n"))
-                current = nil
-            } else {
-                current!.append(line)
-            }
-        }
-        return blocks
     }
 }
