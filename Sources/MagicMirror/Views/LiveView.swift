@@ -4,7 +4,7 @@ import Synchronization
 /// A filtered, sorted and possibly limited view of a ``Mirror`` that keeps itself up to
 /// date: every local and remote change to the mirror reaches it at once.
 ///
-/// Make one with ``Mirror/view(where:sortedBy:limit:)``:
+/// Make one with ``Mirror/view(where:sortedBy:limit:)-(_,RecordOrder<Record>,_)``:
 ///
 /// ```swift
 /// let open = todos.view(where: \.done == false, sortedBy: \.title, limit: 50)

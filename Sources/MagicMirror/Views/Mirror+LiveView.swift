@@ -33,7 +33,7 @@ extension Mirror {
     }
 
     /// A live view of the records that pass `filter`, with the smallest value at
-    /// `keyPath` first (see ``view(where:sortedBy:limit:)``).
+    /// `keyPath` first (see ``view(where:sortedBy:limit:)-(_,RecordOrder<Record>,_)``).
     ///
     /// ```swift
     /// let firstFifty = todos.view(where: \.done == false, sortedBy: \.title, limit: 50)
