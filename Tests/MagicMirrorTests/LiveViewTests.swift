@@ -120,6 +120,19 @@ import Testing
         #expect(fired.withLock { $0 } == 1)
     }
 
+    @Test func aViewOfAPrivateMirrorFollowsAUserSwitch() async throws {
+        let database = InMemoryDatabase()
+        try await seed([Chore(id: "a1", title: "alice's", rank: 1)], into: database, zone: .private("Chore", user: "alice"))
+        try await seed([Chore(id: "b1", title: "bob's", rank: 2)], into: database, zone: .private("Chore", user: "bob"))
+        let session = UserSession(user: try UserRecord(name: "alice"), notificationCenter: NotificationCenter())
+        let mirror = try await Mirror<Chore>(
+            database: database, scope: .private, configuration: MirrorConfiguration(userSession: session))
+        let view = mirror.view(sortedBy: \.rank)
+        #expect(view.records.map(\.id) == ["a1"])
+        session.switchUser(to: try UserRecord(name: "bob"))
+        try await mirror.waitUntil(timeout: .seconds(30)) { _ in view.records.map(\.id) == ["b1"] }
+    }
+
     @Test func aDeallocatedViewIsForgottenAndItsChangesEnd() async throws {
         let (_, mirror) = try await mirror(with: chores(2))
         var view: LiveView<Chore>? = mirror.view()
