@@ -428,7 +428,7 @@ import Testing
     }
 }
 
-// MARK: Creation clock (its own extension, so that it moves with the suite as a unit)
+// MARK: 3. Versions: the creation clock (its own extension, so that it moves with the suite as a unit)
 
 extension RecordDatabaseConformanceTests {
     /// `created` is the first save's timestamp: later saves carry it over, in every
