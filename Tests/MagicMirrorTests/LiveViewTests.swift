@@ -33,6 +33,9 @@ import Testing
         let closure = mirror.view(where: RecordFilter { $0.title.hasSuffix("7") })
         #expect(closure.records.map(\.rank) == [7])
         #expect(mirror.view(where: !(\.done == false), limit: 0).isEmpty)
+        #expect(mirror.view(where: \.title != "t0" && \.rank <= 2, sortedBy: \.rank).records.map(\.rank) == [1, 2])
+        #expect(mirror.view(where: \.rank > 7, sortedBy: .descending(\.rank)).records.map(\.rank) == [9, 8])
+        #expect(mirror.view(sortedBy: RecordOrder { $0.title.count > $1.title.count }, limit: 2).count == 2)
     }
 
     @Test func aRecordEditedEntersMovesWithinAndLeavesTheView() async throws {
