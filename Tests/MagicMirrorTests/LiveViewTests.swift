@@ -108,6 +108,25 @@ import Testing
         #expect(stored == ["a", "c0", "c1", "c3", "hidden"])
     }
 
+    /// A value read from a view and set back after the view changed edits its own record,
+    /// not the one now at that position.
+    @Test func settingAnElementEditsTheRecordWithItsId() async throws {
+        let (_, mirror) = try await mirror(with: chores(4))
+        let view = mirror.view(sortedBy: \.rank)
+        var first = view[0]
+        #expect(first.id == "c0")
+        mirror.dataModel[3].rank = -1                  // c3 is first now
+        first.notes = "edited"
+        view[0] = first
+        #expect(mirror.dataModel.map(\.id) == ["c0", "c1", "c2", "c3"])
+        #expect(mirror.dataModel.map(\.notes) == ["edited", "", "", ""])
+        #expect(view.records.map(\.id) == ["c3", "c0", "c1", "c2"])
+        // A new id replaces the record at the position.
+        view[0] = Chore(id: "new", title: "replaces c3", rank: 10)
+        #expect(mirror.dataModel.map(\.id) == ["c0", "c1", "c2", "new"])
+        #expect(mirror.lastError == nil)
+    }
+
     @Test func aViewIsObservable() async throws {
         let (_, mirror) = try await mirror(with: chores(4))
         let view = mirror.view(where: \.done == false)
@@ -144,6 +163,33 @@ import Testing
         try await changes.waitForEnd("the end of the changes of a deallocated view")
         mirror.dataModel.append(Chore(title: "after"))
         #expect(mirror.dataModel.count == 3)
+    }
+
+    /// Reading views on several threads while the mirror and a view are written on others
+    /// neither deadlocks nor shows a torn state.
+    @Test func viewsAreReadAndWrittenFromManyThreadsAtOnce() async throws {
+        let (_, mirror) = try await mirror(with: chores(200))
+        let view = mirror.view(where: \.done == false, sortedBy: \.rank, limit: 20)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    for _ in 0..<2_000 {
+                        let records = view.records
+                        #expect(records.count <= 20)
+                        #expect(zip(records, records.dropFirst()).allSatisfy { $0.rank <= $1.rank })
+                    }
+                }
+            }
+            group.addTask {
+                for step in 0..<1_000 { mirror.dataModel[step % 200].rank = (step * 7919) % 500 }
+            }
+            group.addTask {
+                for step in 0..<500 where !view.isEmpty { view[0].notes = "edit \(step)" }
+            }
+        }
+        #expect(view.records.count == 20)
+        #expect(mirror.dataModel.count == 200)
+        #expect(mirror.lastError == nil)
     }
 
     /// Many random changes, several views: each view always equals a fresh filter and

@@ -103,8 +103,10 @@ public final class LiveView<Record: Recordable>: Sendable {
 
     /// The record at `position` of ``records``.
     ///
-    /// Setting it edits the record in the mirror (see "Writing" above): the record that is
-    /// at `position` when the setter runs is replaced by the new value.
+    /// Setting it edits the record in the mirror (see "Writing" above): the record with the
+    /// new value's id, wherever it is now (the view may have changed since the value was
+    /// read); when the mirror has no record with that id, the record at `position`, which
+    /// the new value replaces.
     ///
     /// - Parameter position: A position below ``count``.
     public subscript(position: Int) -> Record {
@@ -120,7 +122,7 @@ public final class LiveView<Record: Recordable>: Sendable {
                 precondition(position < Swift.min(state.index.count, limit ?? .max), "position \(position) out of range")
                 return state.index[position].record.recordID
             }
-            mirror.dataModel.replaceRecord(id, with: newValue)
+            mirror.dataModel.replaceRecord(newValue, orRecordWithID: id)
         }
     }
 

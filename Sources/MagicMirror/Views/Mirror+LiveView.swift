@@ -102,9 +102,12 @@ extension MirrorState {
 }
 
 extension RecordArray {
-    /// Replaces the record with `recordID`, if there is one.
-    mutating func replaceRecord(_ recordID: String, with record: Record) {
-        if let position = firstIndex(ofRecordID: recordID) { self[position] = record }
+    /// Replaces the record with `record`'s id, or, when there is none, the record with
+    /// `fallbackID` (which `record` then replaces under a new id).
+    mutating func replaceRecord(_ record: Record, orRecordWithID fallbackID: String) {
+        if let position = firstIndex(ofRecordID: record.recordID) ?? firstIndex(ofRecordID: fallbackID) {
+            self[position] = record
+        }
     }
 
     /// Removes the record with `recordID`, if there is one.
