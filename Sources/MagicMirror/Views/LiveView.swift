@@ -24,10 +24,11 @@ import Synchronization
 /// ## Writing
 ///
 /// Setting an element (`view[i] = record`, `view[i].done = true`) edits that record in the
-/// mirror, ``append(_:)`` appends to the mirror and ``remove(at:)`` removes the record from
-/// the mirror; each is committed like any change to ``Mirror/dataModel`` and shows in the
-/// view at once: a record edited so that it no longer passes the filter leaves the view, one
-/// appended that does not pass it is stored but not shown.
+/// mirror, ``append(_:)`` appends to the mirror, ``remove(at:)`` removes the record from
+/// the mirror and ``move(from:to:orderKey:)`` stores a new place for it. Each is committed
+/// like any change to ``Mirror/dataModel`` and shows in the view at once: a record edited
+/// so that it no longer passes the filter leaves the view, one appended that does not pass
+/// it is stored but not shown.
 ///
 /// ## Observing
 ///
@@ -145,6 +146,50 @@ public final class LiveView<Record: Recordable>: Sendable {
         let record = self[position]
         mirror.dataModel.removeRecord(record.recordID)
         return record
+    }
+
+    /// Moves the record at `source` to `destination` in a view sorted by `orderKey`,
+    /// ascending, by giving it a key between those of its new neighbours (fractional
+    /// indexing), so that the new order is stored and every process shows it.
+    ///
+    /// ```swift
+    /// let list = todos.view(sortedBy: \.position)
+    /// list.move(from: 2, to: 0, orderKey: \.position)
+    /// ```
+    ///
+    /// Only the moved record changes, so moves made at the same time in several processes
+    /// never conflict unless they move the same record (the conflict policy then decides);
+    /// two records moved into the same gap get the same key and keep their creation order,
+    /// the same everywhere. Each move halves a gap: after about 50 moves into one gap the
+    /// keys no longer differ, and records keep their creation order there.
+    ///
+    /// - Parameters:
+    ///   - source: The position of the record to move, below ``count``.
+    ///   - destination: Its position once moved, below ``count``.
+    ///   - orderKey: The field the view is sorted by, ascending.
+    public func move(from source: Int, to destination: Int, orderKey: WritableKeyPath<Record, Double>) {
+        let (record, before, after) = state.withLock { state -> (Record, Record?, Record?) in
+            let shown = Swift.min(state.index.count, limit ?? .max)
+            precondition(source < shown && destination < shown, "positions \(source), \(destination) out of range")
+            // The neighbours at `destination` once the record is out of the way.
+            func other(_ position: Int) -> Record? {
+                guard position >= 0 else { return nil }
+                let index = position < source ? position : position + 1
+                return index < state.index.count ? state.index[index].record : nil
+            }
+            return (state.index[source].record, other(destination - 1), other(destination))
+        }
+        guard source != destination else { return }
+        let low = before?[keyPath: orderKey]
+        let high = after?[keyPath: orderKey]
+        var moved = record
+        switch (low, high) {
+        case let (low?, high?): moved[keyPath: orderKey] = low + (high - low) / 2
+        case let (low?, nil): moved[keyPath: orderKey] = low + 1
+        case let (nil, high?): moved[keyPath: orderKey] = high - 1
+        case (nil, nil): return
+        }
+        mirror.dataModel.replaceRecord(moved, orRecordWithID: record.recordID)
     }
 
     // MARK: Observing
