@@ -39,7 +39,8 @@ import Synchronization
 /// writer is inserted at its place. Reordering ``dataModel`` (`move`, `sort`, `swapAt`,
 /// `insert(_:at:)`) stays local: it is not stored, other processes do not see it, and a
 /// reopened mirror is in creation order again. For an order of your own that every
-/// process shares, sort a ``LiveView`` by a field of the record (see <doc:LiveQueries>).
+/// process shares, sort a ``LiveView`` by a field of the record and move records with
+/// ``LiveView/move(from:to:orderKey:)`` (see <doc:LiveQueries>).
 ///
 /// ## Committing
 ///

@@ -15,6 +15,7 @@ struct Todo: Recordable {
     var done = false
     var priority = 0
     var created = Date()
+    var position = 0.0
 }
 }
 
@@ -62,5 +63,17 @@ let rows = Task {
         rows.cancel()
         await rows.value
         #expect(try await database.fetchAll(in: .public("Todo")).records.count == 2)
+
+        todos.dataModel[0].position = 1
+        todos.dataModel.append(Todo(title: "Post the letter", position: 2))
+        // By position: Buy oat milk (0), Call mum (1), Post the letter (2).
+
+let list = todos.view(sortedBy: \.position)
+list.move(from: 2, to: 0, orderKey: \.position)
+
+        #expect(list.records.map(\.title) == ["Post the letter", "Buy oat milk", "Call mum"])
+        try await todos.flush()
+        let reopened = try await Mirror<Todo>(database: database.writer(named: "another process"))
+        #expect(reopened.view(sortedBy: \.position).records.map(\.title) == list.records.map(\.title))
     }
 }

@@ -21,7 +21,7 @@ import Testing
         let tests = try read(testPath)
         #expect(article.hasPrefix("# Live queries\n"))
         let blocks = DocumentationArticleTests.swiftCodeBlocks(in: article)
-        #expect(blocks.count == 4)
+        #expect(blocks.count == 5)
         for block in blocks {
             #expect(tests.contains(block), "this block of \(articlePath) is not in \(testPath) as it is:\n\(block)")
         }
