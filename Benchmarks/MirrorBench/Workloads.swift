@@ -24,7 +24,7 @@ struct Sizes {
 enum Workloads {
     static let names = [
         "insert-durable", "insert-relaxed", "update-at-scale", "batch-insert", "open",
-        "mutate-one", "propagate", "compact",
+        "mutate-one", "propagate", "compact", "view-update",
     ]
 
     static let zone = ZoneID.public(BenchRecord.recordType)
@@ -39,6 +39,7 @@ enum Workloads {
         case "mutate-one": return try await mutateOne(sizes)
         case "propagate": return [try await propagate(count: sizes.propagate)]
         case "compact": return [try await compact(count: sizes.compact)]
+        case "view-update": return try await viewUpdate(sizes)
         default: preconditionFailure("unknown workload \(name)")
         }
     }

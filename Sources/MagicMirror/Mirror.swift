@@ -26,10 +26,21 @@ import Synchronization
 /// ## Loading
 ///
 /// The initializer loads: when it returns, ``dataModel`` holds every stored record of the
-/// zone that decodes as `Record`, ordered by record id. (Records that no longer decode are
+/// zone that decodes as `Record`, in creation order. (Records that no longer decode are
 /// reported once each, as ``MirrorError/Kind/decodingFailed``, skipped, and left untouched
-/// in the database.) After that, the order is yours: records added by other writers are
-/// appended at the end.
+/// in the database.)
+///
+/// ## Order
+///
+/// Creation order is the order of the records' ``StoredRecord/created`` clocks (the first
+/// save of each), then of their ids' bytes: every process and every reopen agree on it.
+/// A record you append lands at the end, which is its place in creation order (its commit
+/// carries a later clock than every record the mirror knows); a record added by another
+/// writer is inserted at its place. Reordering ``dataModel`` (`move`, `sort`, `swapAt`,
+/// `insert(_:at:)`) stays local: it is not stored, other processes do not see it, and a
+/// reopened mirror is in creation order again. For an order of your own that every
+/// process shares, sort a ``LiveView`` by a field of the record and move records with
+/// ``LiveView/move(from:to:orderKey:)`` (see <doc:LiveQueries>).
 ///
 /// ## Committing
 ///
@@ -352,6 +363,7 @@ public final class Mirror<Record: Recordable>: Sendable {
             }
         }
         for observer in effects.observers { observer.signal() }
+        for view in effects.liveViews { view.notifyObservers() }
         for observer in effects.stateObservers { observer() }
     }
 }

@@ -54,6 +54,8 @@ enum JSONFileFormat {
     static func appendSnapshotRecord(to writer: inout JSONByteWriter, record: StoredRecord) {
         writer.append("{\"id\":")
         appendEnvelope(to: &writer, record: record)
+        writer.append(",\"created\":")
+        writer.append(record.created)
         appendFields(to: &writer, record: record)
         writer.append("}")
     }
@@ -335,6 +337,7 @@ enum JSONFileFormat {
             var id: String?
             var version: Int?
             var clock: HLCTimestamp?
+            var created: HLCTimestamp?
             var writer: String?
             var isLast = false
             var fields: Data?
@@ -373,6 +376,11 @@ enum JSONFileFormat {
                           let value = Self.clock(scanner, valueStart, valueEnd)
                     else { return nil }
                     clock = value
+                case (7, UInt8(ascii: "c")) where scanner.bytesEqual(keyStart, keyEnd, "created"):
+                    guard created == nil, let (valueStart, valueEnd, escaped) = scanner.scanString(), !escaped,
+                          let value = Self.clock(scanner, valueStart, valueEnd)
+                    else { return nil }
+                    created = value
                 case (6, UInt8(ascii: "w")) where scanner.bytesEqual(keyStart, keyEnd, "writer"):
                     guard writer == nil, let (valueStart, valueEnd, escaped) = scanner.scanString() else { return nil }
                     if escaped {
@@ -406,7 +414,8 @@ enum JSONFileFormat {
             guard scanner.isAtEnd, let id, let version, let clock, let writer else { return nil }
             return Parsed(
                 sequence: sequence, operation: operation,
-                record: StoredRecord(id: id, version: version, fields: fields, modified: clock, writer: writer),
+                record: StoredRecord(
+                    id: id, version: version, fields: fields, modified: clock, writer: writer, created: created),
                 isLast: isLast)
         }
 

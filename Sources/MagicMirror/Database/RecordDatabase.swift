@@ -23,6 +23,9 @@ import Foundation
 /// 3. **Versions.** A new record gets version 1; each save or delete of it adds one. A
 ///    deletion leaves a tombstone carrying the next version, which
 ///    ``changes(in:since:)`` reports until history is compacted.
+///    **Creation clock:** a save that stores a record that did not exist (or was a
+///    tombstone) sets ``StoredRecord/created`` to its ``RecordOperation/timestamp``;
+///    later saves keep it, through compaction and reopening, whatever the writer.
 /// 4. **Conflicts.** An operation conflicts when its ``RecordOperation/baseVersion``
 ///    differs from the stored version (0 when the record never existed). A tombstone
 ///    counts as the stored version: to re-create a deleted record, base the save on the

@@ -66,7 +66,8 @@ package struct ZoneState: Sendable {
             }
             let record = StoredRecord(
                 id: operation.recordID, version: storedVersion + 1, fields: fields,
-                modified: operation.timestamp, writer: writer)
+                modified: operation.timestamp, writer: writer,
+                created: Self.created(after: stored, at: operation.timestamp))
             results.append(.applied(record))
             produced.append(record)
         }
@@ -91,13 +92,22 @@ package struct ZoneState: Sendable {
         }
         var ids: [String] = []
         ids.reserveCapacity(changed.count)
-        for record in changed {
+        for var record in changed {
+            // Changes read from a journal do not carry their creation clock: derive it.
+            record.created = Self.created(after: records[record.id], at: record.modified)
             records[record.id] = record
             lastSequence[record.id] = sequence
             ids.append(record.id)
         }
         log.append((sequence, ids))
         token.sequence = sequence
+    }
+
+    /// The creation clock of a record saved at `timestamp` over `stored`: carried over from a
+    /// live record, `timestamp` when the record did not exist or was deleted.
+    package static func created(after stored: StoredRecord?, at timestamp: HLCTimestamp) -> HLCTimestamp {
+        guard let stored, !stored.isDeleted else { return timestamp }
+        return stored.created
     }
 
     /// Starts a new generation from the current state: drops tombstones and history.

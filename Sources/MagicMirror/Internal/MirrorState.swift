@@ -24,6 +24,10 @@ struct MirrorState<Record: Recordable> {
     var present: [String: Record] = [:]
     /// Counts local mutations, to tell their change logs apart.
     private var session: UInt64 = 0
+    /// The live views of the mirror (Views/Mirror+LiveView.swift), updated on every change.
+    var liveViews: [Int: LiveViewReference<Record>] = [:]
+    /// The views a change reached since the last drain, whose observers to notify.
+    var changedLiveViews: [LiveView<Record>] = []
 
     // MARK: What the database holds
 
@@ -104,7 +108,12 @@ struct MirrorState<Record: Recordable> {
         shadow.reserveCapacity(set.records.count)
         let stored = set.records
         var newest = HLCTimestamp.zero
-        for index in stored.indices.sorted(by: { stored[$0].id < stored[$1].id }) {
+        // Creation order, the same in every process (see Views/CreationOrder.swift).
+        let order = stored.indices.sorted {
+            CreationOrder(created: stored[$0].created, id: stored[$0].id)
+                < CreationOrder(created: stored[$1].created, id: stored[$1].id)
+        }
+        for index in order {
             let record = stored[index]
             shadow[record.id] = record
             if record.modified > newest { newest = record.modified }
@@ -229,7 +238,11 @@ struct MirrorState<Record: Recordable> {
         let timestamp = HybridLogicalClock.shared.now()
         if var entry = pending[id] {
             entry.value = value
-            entry.timestamp = timestamp
+            // A creation never sent keeps its first timestamp: the record's creation clock,
+            // which places it in every process's order (Views/CreationOrder.swift).
+            if !entry.isCreation || entry.basePending || !entry.earlierTimestamps.isEmpty || value == nil {
+                entry.timestamp = timestamp
+            }
             entry.lastSequence = changeSequence
             entry.resolvedFields = nil
             if entry.isOnHold {
@@ -684,7 +697,7 @@ struct MirrorState<Record: Recordable> {
             if let position = array.position(of: id) {
                 array[position] = value
             } else {
-                array.append(value)
+                array.insert(value, at: creationPlace(of: id))
             }
         } else if let position = array.position(of: id) {
             array.remove(at: position)
@@ -724,6 +737,7 @@ struct MirrorState<Record: Recordable> {
         old.errorStreams = [:]
         old.observers = [:]
         old.observersDirty = false
+        old.liveViews = [:]
         old.outbox = []
         old.retainer = nil
         // The old state's own deliveries (its owner's flushes) are numbered from far below,
@@ -745,6 +759,7 @@ struct MirrorState<Record: Recordable> {
         fresh.retainer = retainer  // released by the next drain, outside the lock
         fresh.isClosed = isClosed
         fresh.pullAgain = true
+        fresh.liveViews = liveViews
         for record in array {
             fresh.emit(MirrorChange(kind: .removed, recordID: record.recordID, record: nil, origin: .remote, state: .committed))
         }
@@ -857,6 +872,7 @@ struct MirrorState<Record: Recordable> {
     private mutating func emit(_ change: MirrorChange<Record>) {
         for continuation in changeStreams.values { continuation.yield(change) }
         observersDirty = true
+        if !liveViews.isEmpty { updateLiveViews(change.recordID, present[change.recordID]) }
     }
 
     /// Reports a failure: sets ``lastError``, delivers it on the error streams, and queues
@@ -878,6 +894,8 @@ struct MirrorState<Record: Recordable> {
         var observers: [Wakeup] = []
         /// Every state observer: called after every drain.
         var stateObservers: [@Sendable () -> Void] = []
+        /// The live views whose observers to notify.
+        var liveViews: [LiveView<Record>] = []
         /// The mirror, no longer retained by itself; released (and possibly deallocated)
         /// outside the lock.
         var released: AnyObject?
@@ -902,6 +920,10 @@ struct MirrorState<Record: Recordable> {
             effects.observers = Array(observers.values)
         }
         if !stateObservers.isEmpty { effects.stateObservers = Array(stateObservers.values) }
+        if !changedLiveViews.isEmpty {
+            effects.liveViews = changedLiveViews
+            changedLiveViews.removeAll()
+        }
         return effects
     }
 

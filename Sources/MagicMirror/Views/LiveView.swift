@@ -1,0 +1,280 @@
+import Observation
+import Synchronization
+
+/// A filtered, sorted and possibly limited view of a ``Mirror`` that keeps itself up to
+/// date: every local and remote change to the mirror reaches it at once.
+///
+/// Make one with ``Mirror/view(where:sortedBy:limit:)-(_,RecordOrder<Record>,_)``:
+///
+/// ```swift
+/// let open = todos.view(where: \.done == false, sortedBy: \.title, limit: 50)
+/// open.records          // the first 50 open to-dos by title, now
+/// open[0].done = true   // edits the record in the mirror: it leaves the view
+/// ```
+///
+/// ## Cost
+///
+/// A view keeps every record that passes its filter in an ordered index (sorted chunks
+/// with a Fenwick tree of their sizes), so each change to the mirror costs the view
+/// O(log n) comparisons and a bounded shift within one chunk, whatever the number of
+/// records; it never sorts again. A limit only bounds what the view shows: records beyond
+/// it are still indexed, so the next one moves up when one leaves. Reading ``records``
+/// copies the records shown; ``count`` and the subscript take O(log n).
+///
+/// ## Writing
+///
+/// Setting an element (`view[i] = record`, `view[i].done = true`) edits that record in the
+/// mirror, ``append(_:)`` appends to the mirror, ``remove(at:)`` removes the record from
+/// the mirror and ``move(from:to:orderKey:)`` stores a new place for it. Each is committed
+/// like any change to ``Mirror/dataModel`` and shows in the view at once: a record edited
+/// so that it no longer passes the filter leaves the view, one appended that does not pass
+/// it is stored but not shown.
+///
+/// ## Observing
+///
+/// `LiveView` is `Observable`: reading ``records``, ``count`` or an element inside
+/// `withObservationTracking` (or a SwiftUI view) tracks the view. ``changes`` delivers the
+/// positions that changed, for animating inserts, removals and moves.
+///
+/// > Important: The filter and the order run while the mirror is locked: they must be
+/// > quick and must not read or change the mirror or any of its views.
+public final class LiveView<Record: Recordable>: Sendable {
+    /// The mirror the view shows.
+    public let mirror: Mirror<Record>
+    /// Shows at most this many records; `nil` for all of them.
+    public let limit: Int?
+
+    private let number: Int
+    private let filter: RecordFilter<Record>
+    private let state: Mutex<State>
+    let registrar = ObservationRegistrar()
+
+    /// A record the view holds, with its place in creation order (the tie-breaker).
+    struct Entry: Sendable {
+        var record: Record
+        var order: CreationOrder
+    }
+
+    private struct State: Sendable {
+        var index: OrderedIndex<Entry>
+        var members: [String: Entry] = [:]
+        var streams: [Int: AsyncStream<LiveViewChange>.Continuation] = [:]
+        var nextStream = 0
+    }
+
+    init(mirror: Mirror<Record>, number: Int, filter: RecordFilter<Record>, order: RecordOrder<Record>, limit: Int?) {
+        self.mirror = mirror
+        self.number = number
+        self.filter = filter
+        self.limit = limit
+        let less: @Sendable (Entry, Entry) -> Bool
+        if let areInIncreasingOrder = order.areInIncreasingOrder {
+            less = { lhs, rhs in
+                if areInIncreasingOrder(lhs.record, rhs.record) { return true }
+                if areInIncreasingOrder(rhs.record, lhs.record) { return false }
+                return lhs.order < rhs.order
+            }
+        } else {
+            less = { $0.order < $1.order }
+        }
+        state = Mutex(State(index: OrderedIndex(areInIncreasingOrder: less)))
+    }
+
+    deinit {
+        for continuation in state.withLock({ $0.streams.values }) { continuation.finish() }
+    }
+
+    // MARK: Reading
+
+    /// The records the view shows, in order: those that pass its filter, at most
+    /// ``limit`` of them.
+    public var records: [Record] {
+        registrar.access(self, keyPath: \.records)
+        return state.withLock { $0.index.prefix(limit).map(\.record) }
+    }
+
+    /// The number of records the view shows.
+    public var count: Int {
+        registrar.access(self, keyPath: \.records)
+        return state.withLock { Swift.min($0.index.count, limit ?? .max) }
+    }
+
+    /// Whether the view shows no record.
+    public var isEmpty: Bool { count == 0 }
+
+    /// The record at `position` of ``records``.
+    ///
+    /// Setting it edits the record in the mirror (see "Writing" above): the record with the
+    /// new value's id, wherever it is now (the view may have changed since the value was
+    /// read); when the mirror has no record with that id, the record at `position`, which
+    /// the new value replaces.
+    ///
+    /// - Parameter position: A position below ``count``.
+    public subscript(position: Int) -> Record {
+        get {
+            registrar.access(self, keyPath: \.records)
+            return state.withLock { state in
+                precondition(position < Swift.min(state.index.count, limit ?? .max), "position \(position) out of range")
+                return state.index[position].record
+            }
+        }
+        set {
+            let id = state.withLock { state in
+                precondition(position < Swift.min(state.index.count, limit ?? .max), "position \(position) out of range")
+                return state.index[position].record.recordID
+            }
+            mirror.dataModel.replaceRecord(newValue, orRecordWithID: id)
+        }
+    }
+
+    // MARK: Writing
+
+    /// Appends `record` to the mirror. It shows in the view when it passes the filter, at
+    /// its place in the view's order.
+    ///
+    /// - Parameter record: The new record.
+    public func append(_ record: Record) {
+        mirror.dataModel.append(record)
+    }
+
+    /// Removes the record at `position` of ``records`` from the mirror.
+    ///
+    /// - Parameter position: A position below ``count``.
+    /// - Returns: The removed record.
+    @discardableResult
+    public func remove(at position: Int) -> Record {
+        let record = self[position]
+        mirror.dataModel.removeRecord(record.recordID)
+        return record
+    }
+
+    /// Moves the record at `source` to `destination` in a view sorted by `orderKey`,
+    /// ascending, by giving it a key between those of its new neighbours (fractional
+    /// indexing), so that the new order is stored and every process shows it.
+    ///
+    /// ```swift
+    /// let list = todos.view(sortedBy: \.position)
+    /// list.move(from: 2, to: 0, orderKey: \.position)
+    /// ```
+    ///
+    /// Only the moved record changes, so moves made at the same time in several processes
+    /// never conflict unless they move the same record (the conflict policy then decides);
+    /// two records moved into the same gap get the same key and keep their creation order,
+    /// the same everywhere. Each move halves a gap: after about 50 moves into one gap the
+    /// keys no longer differ, and records keep their creation order there.
+    ///
+    /// - Parameters:
+    ///   - source: The position of the record to move, below ``count``.
+    ///   - destination: Its position once moved, below ``count``.
+    ///   - orderKey: The field the view is sorted by, ascending.
+    public func move(from source: Int, to destination: Int, orderKey: WritableKeyPath<Record, Double>) {
+        let (record, before, after) = state.withLock { state -> (Record, Record?, Record?) in
+            let shown = Swift.min(state.index.count, limit ?? .max)
+            precondition(source < shown && destination < shown, "positions \(source), \(destination) out of range")
+            // The neighbours at `destination` once the record is out of the way.
+            func other(_ position: Int) -> Record? {
+                guard position >= 0 else { return nil }
+                let index = position < source ? position : position + 1
+                return index < state.index.count ? state.index[index].record : nil
+            }
+            return (state.index[source].record, other(destination - 1), other(destination))
+        }
+        guard source != destination else { return }
+        let low = before?[keyPath: orderKey]
+        let high = after?[keyPath: orderKey]
+        var moved = record
+        switch (low, high) {
+        case let (low?, high?): moved[keyPath: orderKey] = low + (high - low) / 2
+        case let (low?, nil): moved[keyPath: orderKey] = low + 1
+        case let (nil, high?): moved[keyPath: orderKey] = high - 1
+        case (nil, nil): return
+        }
+        mirror.dataModel.replaceRecord(moved, orRecordWithID: record.recordID)
+    }
+
+    // MARK: Observing
+
+    /// Every change to the positions of ``records`` from now on, in order, until the view
+    /// is deallocated (when the sequence ends). Each access returns a new sequence.
+    ///
+    /// ```swift
+    /// for await change in view.changes {
+    ///     if case .inserted(let position) = change { print("new row at", position) }
+    /// }
+    /// ```
+    public var changes: AsyncStream<LiveViewChange> {
+        let (stream, continuation) = AsyncStream.makeStream(of: LiveViewChange.self)
+        let key = state.withLock { state in
+            let key = state.nextStream
+            state.nextStream += 1
+            state.streams[key] = continuation
+            return key
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.streams.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    // MARK: Updating (called by the mirror, with its lock held)
+
+    /// Fills the view from the mirror's records.
+    func load(_ records: [(Record, CreationOrder)]) {
+        let entries = records.filter { filter.isIncluded($0.0) }.map { Entry(record: $0.0, order: $0.1) }
+        state.withLock { state in
+            state.index.load(entries)
+            for entry in entries { state.members[entry.record.recordID] = entry }
+        }
+    }
+
+    /// Applies the new value of one record (`nil`: removed); whether what the view shows
+    /// changed.
+    func apply(_ id: String, _ value: Record?, order: CreationOrder) -> Bool {
+        let included = value.map(filter.isIncluded) ?? false
+        return state.withLock { state in
+            let old = state.members[id]
+            guard old != nil || included else { return false }
+            if let old, included, old.record == value, old.order.created == order.created { return false }
+            let window = limit ?? .max
+            let countBefore = state.index.count
+            let oldPosition = old.flatMap { state.index.remove($0) }
+            var newPosition: Int?
+            if included, let value {
+                let entry = Entry(record: value, order: order)
+                newPosition = state.index.insert(entry)
+                state.members[id] = entry
+            } else {
+                state.members[id] = nil
+            }
+            var changes: [LiveViewChange] = []
+            let wasShown = oldPosition.map { $0 < window } ?? false
+            let isShown = newPosition.map { $0 < window } ?? false
+            switch (wasShown, isShown) {
+            case (true, true):
+                changes.append(oldPosition == newPosition ? .updated(at: newPosition!) : .moved(from: oldPosition!, to: newPosition!))
+            case (true, false):
+                changes.append(.removed(at: oldPosition!))
+                // The next record moves up into the last place.
+                if state.index.count >= window { changes.append(.inserted(at: window - 1)) }
+            case (false, true):
+                changes.append(.inserted(at: newPosition!))
+                // The last record shown is pushed out.
+                if countBefore >= window { changes.append(.removed(at: window)) }
+            case (false, false):
+                return false
+            }
+            for continuation in state.streams.values {
+                for change in changes { continuation.yield(change) }
+            }
+            return true
+        }
+    }
+
+    /// Notifies observers after a change, once the mirror's lock is released.
+    func notifyObservers() {
+        registrar.willSet(self, keyPath: \.records)
+        registrar.didSet(self, keyPath: \.records)
+    }
+}
+
+extension LiveView: Observable {}

@@ -1,0 +1,117 @@
+extension Mirror {
+    /// A live view of the mirror: the records that pass `filter`, in `order`, at most
+    /// `limit` of them, kept up to date with every local and remote change.
+    ///
+    /// ```swift
+    /// let open = todos.view(where: \.done == false, sortedBy: .ascending(\.title), limit: 50)
+    /// ```
+    ///
+    /// Each change to the mirror costs the view O(log n) work, whatever the number of
+    /// records (see ``LiveView``). Make as many views of one mirror as you need: they share
+    /// its records and its subscription.
+    ///
+    /// - Parameters:
+    ///   - filter: The records to show; every record by default.
+    ///   - order: Their order; creation order (the default order of ``dataModel``) by
+    ///     default. Records the order does not tell apart keep their creation order.
+    ///   - limit: Show at most this many records (the first ones in `order`); all of them
+    ///     when `nil`. Must not be negative.
+    /// - Returns: The view. It keeps the mirror alive.
+    public func view(
+        where filter: RecordFilter<Record> = .all,
+        sortedBy order: RecordOrder<Record> = .creation,
+        limit: Int? = nil
+    ) -> LiveView<Record> {
+        precondition(limit.map { $0 >= 0 } ?? true, "a view's limit must not be negative")
+        let number = core.withLock { $0.makeDeliveryNumber() }
+        let view = LiveView(mirror: self, number: number, filter: filter, order: order, limit: limit)
+        core.withLock { state in
+            view.load(state.array.map { record in (record, state.creationOrder(of: record.recordID)) })
+            state.liveViews[number] = LiveViewReference(view: view)
+        }
+        return view
+    }
+
+    /// A live view of the records that pass `filter`, with the smallest value at
+    /// `keyPath` first (see ``view(where:sortedBy:limit:)-(_,RecordOrder<Record>,_)``).
+    ///
+    /// ```swift
+    /// let firstFifty = todos.view(where: \.done == false, sortedBy: \.title, limit: 50)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - filter: The records to show; every record by default.
+    ///   - keyPath: The value to sort by, smallest first; ties keep creation order.
+    ///   - limit: Show at most this many records; all of them when `nil`.
+    /// - Returns: The view.
+    public func view<Value: Comparable & Sendable>(
+        where filter: RecordFilter<Record> = .all,
+        sortedBy keyPath: any KeyPath<Record, Value> & Sendable,
+        limit: Int? = nil
+    ) -> LiveView<Record> {
+        view(where: filter, sortedBy: .ascending(keyPath), limit: limit)
+    }
+}
+
+/// A mirror's weak reference to one of its views (the view keeps the mirror alive, not the
+/// other way round).
+struct LiveViewReference<Record: Recordable>: Sendable {
+    weak var view: LiveView<Record>?
+}
+
+extension MirrorState {
+    /// Where the record with `id` sits in the default order: its stored creation clock, or,
+    /// for a creation not committed yet, the timestamp its commit will carry.
+    func creationOrder(of id: String) -> CreationOrder {
+        if let stored = shadow[id], !stored.isDeleted { return CreationOrder(created: stored.created, id: id) }
+        if let entry = inFlight[id] ?? pending[id] { return CreationOrder(created: entry.timestamp, id: id) }
+        return .unknown(id)
+    }
+
+    /// The position at which a record new to ``array`` goes: its place in creation order,
+    /// found by binary search (the end, at once, when it is the newest).
+    func creationPlace(of id: String) -> Int {
+        let key = creationOrder(of: id)
+        let records = array
+        guard let last = records.last, key < creationOrder(of: last.recordID) else { return records.count }
+        var low = 0
+        var high = records.count - 1
+        while low < high {
+            let middle = (low + high) / 2
+            if creationOrder(of: records[middle].recordID) < key { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// Tells every live view that the record with `id` is now `value` (`nil`: gone), and
+    /// notes the views whose observers to notify once the lock is released.
+    mutating func updateLiveViews(_ id: String, _ value: Record?) {
+        let order = value == nil ? CreationOrder.unknown(id) : creationOrder(of: id)
+        var gone: [Int] = []
+        for (number, reference) in liveViews {
+            guard let view = reference.view else {
+                gone.append(number)
+                continue
+            }
+            if view.apply(id, value, order: order), !changedLiveViews.contains(where: { $0 === view }) {
+                changedLiveViews.append(view)
+            }
+        }
+        for number in gone { liveViews[number] = nil }
+    }
+}
+
+extension RecordArray {
+    /// Replaces the record with `record`'s id, or, when there is none, the record with
+    /// `fallbackID` (which `record` then replaces under a new id).
+    mutating func replaceRecord(_ record: Record, orRecordWithID fallbackID: String) {
+        if let position = firstIndex(ofRecordID: record.recordID) ?? firstIndex(ofRecordID: fallbackID) {
+            self[position] = record
+        }
+    }
+
+    /// Removes the record with `recordID`, if there is one.
+    mutating func removeRecord(_ recordID: String) {
+        if let position = firstIndex(ofRecordID: recordID) { remove(at: position) }
+    }
+}

@@ -1,0 +1,50 @@
+/// The order of a ``LiveView``: by a key path, by a closure, or the mirror's creation order.
+///
+/// Records the order does not tell apart keep their creation order (the clock of their
+/// first save, then their id), so a view's order is the same in every process.
+///
+/// ```swift
+/// let newestFirst: RecordOrder<Todo> = .descending(\.created)
+/// let byLength = RecordOrder<Todo> { $0.title.count < $1.title.count }
+/// ```
+///
+/// > Important: The comparison runs while the mirror is locked: it must be quick, a strict
+/// > weak order, and must not read or change the mirror or its views.
+public struct RecordOrder<Record: Recordable>: Sendable {
+    /// `nil` for creation order.
+    let areInIncreasingOrder: (@Sendable (Record, Record) -> Bool)?
+
+    /// Orders records with `areInIncreasingOrder`, a strict weak order.
+    ///
+    /// - Parameter areInIncreasingOrder: Whether the first record goes before the second.
+    public init(_ areInIncreasingOrder: @escaping @Sendable (Record, Record) -> Bool) {
+        self.areInIncreasingOrder = areInIncreasingOrder
+    }
+
+    private init(creation: Void) {
+        areInIncreasingOrder = nil
+    }
+
+    /// The order records were created in, the default order of ``Mirror/dataModel``.
+    public static var creation: RecordOrder { RecordOrder(creation: ()) }
+
+    /// Smallest value at `keyPath` first.
+    ///
+    /// - Parameter keyPath: The value to order by.
+    /// - Returns: The order.
+    public static func ascending<Value: Comparable & Sendable>(
+        _ keyPath: any KeyPath<Record, Value> & Sendable
+    ) -> RecordOrder {
+        RecordOrder { $0[keyPath: keyPath] < $1[keyPath: keyPath] }
+    }
+
+    /// Largest value at `keyPath` first.
+    ///
+    /// - Parameter keyPath: The value to order by.
+    /// - Returns: The order.
+    public static func descending<Value: Comparable & Sendable>(
+        _ keyPath: any KeyPath<Record, Value> & Sendable
+    ) -> RecordOrder {
+        RecordOrder { $0[keyPath: keyPath] > $1[keyPath: keyPath] }
+    }
+}

@@ -1,0 +1,57 @@
+import MagicMirror
+import MirrorTestSupport
+import Testing
+
+/// The ordered index behind live views (Views/OrderedIndex.swift): positions, access by
+/// position and prefixes stay those of a sorted array through inserts and removals that
+/// split and drop chunks.
+@Suite struct LiveViewIndexTests {
+    @Test func randomInsertsAndRemovalsMatchASortedArray() {
+        var random = SplitMix64(seed: 3)
+        var index = OrderedIndex<Int>(areInIncreasingOrder: <)
+        var model: [Int] = []
+        for step in 0..<10_000 {
+            // Grow to a few thousand (many chunk splits), then shrink (chunks go away).
+            let growing = step < 6_000
+            if model.isEmpty || (growing ? random.next() % 4 != 0 : random.next() % 4 == 0) {
+                var value = Int(random.next() % 1_000_000)
+                while model.contains(value) { value += 1 }
+                let position = index.insert(value)
+                let expected = model.firstIndex { $0 > value } ?? model.count
+                model.insert(value, at: expected)
+                #expect(position == expected)
+            } else {
+                let victim = model[Int(random.next() % UInt64(model.count))]
+                let position = index.remove(victim)
+                #expect(position == model.firstIndex(of: victim))
+                model.removeAll { $0 == victim }
+                #expect(index.remove(victim) == nil)
+            }
+            #expect(index.count == model.count)
+            if step % 997 == 0, !model.isEmpty {
+                #expect(index.prefix(nil) == model)
+                #expect(index.prefix(50) == Array(model.prefix(50)))
+                for probe in [0, model.count / 2, model.count - 1] {
+                    #expect(index[probe] == model[probe])
+                    #expect(index.position(of: model[probe]) == probe)
+                }
+            }
+        }
+        for victim in model.shuffled(using: &random) {
+            #expect(index.remove(victim) == model.firstIndex(of: victim))
+            model.removeAll { $0 == victim }
+        }
+        #expect(index.count == 0)
+        #expect(index.prefix(nil).isEmpty)
+    }
+
+    @Test func loadingSortsAndSplitsIntoChunks() {
+        var index = OrderedIndex<Int>(areInIncreasingOrder: >)
+        let values = Array(0..<1_000).shuffled()
+        index.load(values)
+        #expect(index.prefix(nil) == Array((0..<1_000).reversed()))
+        #expect(index[999] == 0)
+        #expect(index.insert(500_000) == 0)
+        #expect(index.position(of: 1_234) == nil)
+    }
+}
