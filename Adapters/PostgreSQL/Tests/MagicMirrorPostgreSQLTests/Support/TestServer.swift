@@ -1,0 +1,85 @@
+import Foundation
+import Logging
+@testable import MagicMirrorPostgreSQL
+import MagicMirror
+import MirrorTesting
+import PostgresNIO
+import Synchronization
+import Testing
+
+/// The throwaway server `Scripts/with-postgres.sh` started, and a fresh database on it for
+/// each test.
+enum TestServer {
+    /// The superuser URL of the server, from `MAGICMIRROR_POSTGRES_URL`.
+    static let url = ProcessInfo.processInfo.environment["MAGICMIRROR_POSTGRES_URL"]
+
+    /// Whether a server is there; tests are skipped with this message otherwise.
+    static var isAvailable: Bool { url != nil }
+    static let skipMessage: Comment =
+        "no PostgreSQL server: run under Adapters/PostgreSQL/Scripts/with-postgres.sh (as .ci/run does)"
+
+    static let logger = Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// The URL of database `name` on the server, as `role`.
+    static func url(database name: String, role: String? = nil) -> String {
+        var components = URLComponents(string: url ?? "postgres://localhost/postgres")!
+        components.path = "/" + name
+        if let role { components.user = role }
+        return components.string!
+    }
+
+    /// Runs `body` with a client connected as the superuser to database `name`.
+    static func withAdmin<Result: Sendable>(
+        database name: String = "postgres", _ body: (PostgresClient) async throws -> Result
+    ) async throws -> Result {
+        let configuration = try PostgreSQLConnectionURL.configuration(
+            from: url(database: name), environment: [:])
+        let client = PostgresClient(configuration: configuration)
+        let run = Task { await client.run() }
+        defer { run.cancel() }
+        return try await body(client)
+    }
+
+    /// Creates an empty database; its name is made here of hex digits only.
+    static func makeDatabase() async throws -> String {
+        let name = "mm_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        _ = try await withAdmin { client in
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
+        }
+        return name
+    }
+
+    /// Drops a database made by ``makeDatabase()``, closing its connections.
+    static func dropDatabase(_ name: String) async {
+        _ = try? await withAdmin { client in
+            try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"), logger: logger)
+        }
+    }
+
+    /// A fresh database for a conformance check.
+    static func databaseUnderTest() async throws -> DatabaseUnderTest {
+        let name = try await makeDatabase()
+        let database = try await PostgreSQLDatabase(url: url(database: name), environment: [:])
+        let others = OpenedDatabases()
+        return DatabaseUnderTest(
+            database: database,
+            otherWriter: {
+                let other = try await PostgreSQLDatabase(url: url(database: name), environment: [:])
+                others.append(other)
+                return other
+            },
+            startNewGeneration: { zone in try await database.compactHistory(of: zone) },
+            cleanup: {
+                await database.close()
+                for other in others.all { await other.close() }
+                await dropDatabase(name)
+            })
+    }
+}
+
+/// Databases a test opened, closed at its end.
+final class OpenedDatabases: Sendable {
+    private let opened = Mutex<[PostgreSQLDatabase]>([])
+    func append(_ database: PostgreSQLDatabase) { opened.withLock { $0.append(database) } }
+    var all: [PostgreSQLDatabase] { opened.withLock { $0 } }
+}
