@@ -14,12 +14,12 @@ enum CommitRules {
     }
 
     /// Decides what `operations` do against `stored`.
-    static func plan(_ operations: [RecordOperation], stored: [String: StoredRecord], writer: String) -> Plan {
+    static func plan(_ operations: [RecordOperation], stored: [RecordKey: StoredRecord], writer: String) -> Plan {
         var produced: [StoredRecord?] = []
         var conflicts: [CommitOutcome.Result?] = []
         var conflicted = false
         for operation in operations {
-            let current = stored[operation.recordID]
+            let current = stored[RecordKey(operation.recordID)]
             if let current, current.writer == writer, current.modified == operation.timestamp {
                 produced.append(nil)
                 conflicts.append(nil)

@@ -164,8 +164,9 @@ final class Listening: Sendable {
         let underlying = PostgreSQLErrors.mirrorError(error, "listening for notifications")
         var reported = MirrorError(
             .unavailable,
-            "lost the connection that listens for other writers' changes; reconnecting, then "
-                + "pulling every subscribed zone (\(underlying.message))")
+            "lost the connection that listens for other writers' changes to database "
+                + "\(context.identifier); reconnecting, then pulling every subscribed zone "
+                + "(\(underlying.message))")
         reported.underlying = underlying
         NotificationCenter.default.post(name: .mirrorError, object: reported)
     }

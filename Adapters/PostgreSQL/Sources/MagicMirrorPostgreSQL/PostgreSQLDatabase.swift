@@ -171,7 +171,10 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
                     }
                     var results: [CommitOutcome.Result] = []
                     for (index, record) in produced.enumerated() {
-                        results.append(.applied(record ?? stored[operations[index].recordID]!))
+                        // A retry (`nil`) returns the record it already stored.
+                        if let record = record ?? stored[RecordKey(operations[index].recordID)] {
+                            results.append(.applied(record))
+                        }
                     }
                     return (CommitOutcome(results: results, token: token), row.token, changed)
                 }
@@ -209,11 +212,11 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
         do {
             let found = try await client.withConnection { connection in
                 guard let row = try await ZoneRow.read(key, on: connection, logger: logger) else {
-                    return [String: StoredRecord]()
+                    return [RecordKey: StoredRecord]()
                 }
                 return try await RecordRows.select(zoneID: row.zoneID, ids: recordIDs, on: connection, logger: logger)
             }
-            return recordIDs.compactMap { id in found[id].flatMap { $0.isDeleted ? nil : $0 } }
+            return recordIDs.compactMap { id in found[RecordKey(id)].flatMap { $0.isDeleted ? nil : $0 } }
         } catch {
             throw PostgreSQLErrors.mirrorError(error, "fetching from \(zone)", zone: zone)
         }

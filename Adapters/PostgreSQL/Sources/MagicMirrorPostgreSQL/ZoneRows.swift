@@ -17,6 +17,12 @@ struct ZoneKey: Sendable {
     }
 }
 
+/// A record id as its UTF-8 bytes: the identity the server's `"C"` collation gives it.
+struct RecordKey: Hashable, Sendable {
+    let bytes: [UInt8]
+    init(_ id: String) { bytes = Array(id.utf8) }
+}
+
 /// A row of `magicmirror.zones`.
 struct ZoneRow: Sendable {
     let zoneID: Int
@@ -61,17 +67,19 @@ struct ZoneRow: Sendable {
 
 /// Reading and writing `magicmirror.records`.
 enum RecordRows {
-    /// The stored records (tombstones included) among `ids`, by id.
+    /// The stored records (tombstones included) among `ids`, by the UTF-8 bytes of their
+    /// id: ids are compared byte for byte (`"e\u{301}"` and `"\u{e9}"` are two records),
+    /// as the server's `"C"` collation does, not by Swift's canonical equivalence.
     static func select(
         zoneID: Int, ids: [String], on connection: PostgresConnection, logger: Logger
-    ) async throws -> [String: StoredRecord] {
+    ) async throws -> [RecordKey: StoredRecord] {
         let rows = try await connection.query(
             """
             SELECT id, version, fields, modified_millis, modified_counter, writer FROM magicmirror.records
             WHERE zone_id = \(zoneID) AND id = ANY(\(ids)::text[])
             """, logger: logger)
-        var found: [String: StoredRecord] = [:]
-        for record in try await decode(rows) { found[record.id] = record }
+        var found: [RecordKey: StoredRecord] = [:]
+        for record in try await decode(rows) { found[RecordKey(record.id)] = record }
         return found
     }
 

@@ -83,3 +83,42 @@ final class OpenedDatabases: Sendable {
     func append(_ database: PostgreSQLDatabase) { opened.withLock { $0.append(database) } }
     var all: [PostgreSQLDatabase] { opened.withLock { $0 } }
 }
+
+extension HLCTimestamp {
+    /// A clock reading for a test's operation: the wall clock, and a random counter so that
+    /// two readings of one millisecond differ.
+    static func testNow() -> HLCTimestamp {
+        HLCTimestamp(
+            millis: Int64(Date().timeIntervalSince1970 * 1000), counter: UInt32.random(in: 0...UInt32.max / 2))
+    }
+}
+
+extension TestServer {
+    /// Runs `body` with a fresh database on the shared server, and the databases it opens
+    /// there; closes them and drops the database afterwards whatever happens.
+    static func withDatabase<Result: Sendable>(
+        _ body: (_ name: String, _ opened: OpenedDatabases) async throws -> Result
+    ) async throws -> Result {
+        let name = try await makeDatabase()
+        let opened = OpenedDatabases()
+        do {
+            let result = try await body(name, opened)
+            for database in opened.all { await database.close() }
+            await dropDatabase(name)
+            return result
+        } catch {
+            for database in opened.all { await database.close() }
+            await dropDatabase(name)
+            throw error
+        }
+    }
+}
+
+extension OpenedDatabases {
+    /// Opens a database from `url` and keeps it to be closed at the end of the test.
+    func open(_ url: String) async throws -> PostgreSQLDatabase {
+        let database = try await PostgreSQLDatabase(url: url, environment: [:])
+        append(database)
+        return database
+    }
+}
