@@ -23,11 +23,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // One real process of the multi-process tests.
+        .executableTarget(
+            name: "pg-mirror-worker",
+            dependencies: [
+                "MagicMirrorPostgreSQL",
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MirrorTesting", package: "MagicMirror"),
+            ],
+            path: "Tests/PostgreSQLWorker"
+        ),
         // Run against a real server: `Scripts/with-postgres.sh swift test` (see .ci/run).
         .testTarget(
             name: "MagicMirrorPostgreSQLTests",
             dependencies: [
                 "MagicMirrorPostgreSQL",
+                "pg-mirror-worker",
                 .product(name: "MagicMirror", package: "MagicMirror"),
                 .product(name: "MirrorTesting", package: "MagicMirror"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
