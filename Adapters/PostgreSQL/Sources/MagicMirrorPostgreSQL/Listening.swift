@@ -118,8 +118,8 @@ final class Listening: Sendable {
             return Array(entry.handlers.values)
         }
         guard !handlers.isEmpty else { return }
-        let notifications = remoteNotifications(
-            for: changed, databaseIdentifier: context.identifier, zone: zone, token: token, writer: context.writer)
+        let notifications = RemoteNotification.grouping(
+            changed, databaseIdentifier: context.identifier, zone: zone, token: token, writer: context.writer)
         for notification in notifications {
             for handler in handlers { handler(notification) }
         }
@@ -206,24 +206,18 @@ final class Listening: Sendable {
             return Array(entry.handlers.values)
         }
         note(changes.token, of: zone)
-        let notifications: [RemoteNotification]
-        if changes.isComplete {
+        // This writer's own changes were delivered when committed.
+        let foreign = changes.records.filter { $0.writer != context.writer }
+        let writers = Set(foreign.map(\.writer))
+        var notifications = RemoteNotification.grouping(
+            foreign, databaseIdentifier: context.identifier, zone: zone, token: changes.token,
+            writer: writers.count == 1 ? writers.first : nil)
+        if changes.isComplete, notifications.isEmpty, since != .initial, changes.token != since {
             // The history was rewritten: tell every subscriber to reload, even when no
             // record is listed (everything may have been deleted).
-            let all = remoteNotifications(
-                for: changes.records, databaseIdentifier: context.identifier, zone: zone,
-                token: changes.token, writer: nil)
-            notifications = all.isEmpty && changes.token != since
-                ? [RemoteNotification(
-                    databaseIdentifier: context.identifier, zone: zone, recordIDs: [], reason: .deleted,
-                    token: changes.token)]
-                : all
-        } else {
-            let foreign = changes.records.filter { $0.writer != context.writer }
-            let writers = Set(foreign.map(\.writer))
-            notifications = remoteNotifications(
-                for: foreign, databaseIdentifier: context.identifier, zone: zone, token: changes.token,
-                writer: writers.count == 1 ? writers.first : nil)
+            notifications = [RemoteNotification(
+                databaseIdentifier: context.identifier, zone: zone, recordIDs: [], reason: .deleted,
+                token: changes.token)]
         }
         for notification in notifications {
             for handler in handlers { handler(notification) }

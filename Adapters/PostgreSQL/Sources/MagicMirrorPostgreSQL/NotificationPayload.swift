@@ -36,23 +36,3 @@ struct NotificationPayload: Hashable, Sendable {
         self.init(zone: zone, generation: generation, sequence: sequence, writer: String(parts[3]))
     }
 }
-
-/// The notifications for records changed by one commit or pull: at most one per reason,
-/// in the order the reasons first appear, as the JSON-file database sends them.
-func remoteNotifications(
-    for changed: [StoredRecord], databaseIdentifier: String, zone: ZoneID, token: ChangeToken, writer: String?
-) -> [RemoteNotification] {
-    var byReason: [RemoteNotification.Reason: [String]] = [:]
-    var order: [RemoteNotification.Reason] = []
-    for record in changed {
-        let reason: RemoteNotification.Reason =
-            record.isDeleted ? .deleted : (record.version == 1 ? .created : .updated)
-        if byReason[reason] == nil { order.append(reason) }
-        byReason[reason, default: []].append(record.id)
-    }
-    return order.map { reason in
-        RemoteNotification(
-            databaseIdentifier: databaseIdentifier, zone: zone, recordIDs: byReason[reason] ?? [],
-            reason: reason, token: token, writer: writer)
-    }
-}

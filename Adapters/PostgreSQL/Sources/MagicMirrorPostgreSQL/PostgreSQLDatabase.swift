@@ -140,7 +140,9 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
         let logger = logger
         let result: (outcome: CommitOutcome, previous: ChangeToken, changed: [StoredRecord])
         do {
-            result = try await client.withTransaction(logger: logger) { connection in
+            let client = client
+            result = try await withDeadline(serverDeadline, "committing to \(zone)") {
+                try await client.withTransaction(logger: logger) { connection in
                 try await connection.query(
                     """
                     INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
@@ -178,6 +180,7 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
                     }
                     return (CommitOutcome(results: results, token: token), row.token, changed)
                 }
+            }
             }
         } catch {
             throw PostgreSQLErrors.mirrorError(error, "committing to \(zone)", zone: zone)

