@@ -168,19 +168,8 @@ package struct ZoneState: Sendable {
     package func notifications(
         for changed: [StoredRecord], databaseIdentifier: String, zone: ZoneID, writer: String?
     ) -> [RemoteNotification] {
-        var byReason: [RemoteNotification.Reason: [String]] = [:]
-        var order: [RemoteNotification.Reason] = []
-        for record in changed {
-            let reason: RemoteNotification.Reason =
-                record.isDeleted ? .deleted : (record.version == 1 ? .created : .updated)
-            if byReason[reason] == nil { order.append(reason) }
-            byReason[reason, default: []].append(record.id)
-        }
-        return order.map { reason in
-            RemoteNotification(
-                databaseIdentifier: databaseIdentifier, zone: zone, recordIDs: byReason[reason]!,
-                reason: reason, token: token, writer: writer)
-        }
+        RemoteNotification.grouping(
+            changed, databaseIdentifier: databaseIdentifier, zone: zone, token: token, writer: writer)
     }
 
     /// Validates operations before they are prepared: record ids, distinct ids, fields

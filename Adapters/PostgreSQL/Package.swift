@@ -1,0 +1,57 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+// MagicMirror on PostgreSQL: a second package, so that the root package keeps no dependencies.
+let package = Package(
+    name: "MagicMirrorPostgreSQL",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "MagicMirrorPostgreSQL", targets: ["MagicMirrorPostgreSQL"]),
+    ],
+    dependencies: [
+        .package(name: "MagicMirror", path: "../.."),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
+        // Comes with postgres-nio; named because the adapter imports it (a silent logger).
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.5.0"),
+    ],
+    targets: [
+        .target(
+            name: "MagicMirrorPostgreSQL",
+            dependencies: [
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // One real process of the multi-process tests.
+        .executableTarget(
+            name: "pg-mirror-worker",
+            dependencies: [
+                "MagicMirrorPostgreSQL",
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MirrorTesting", package: "MagicMirror"),
+            ],
+            path: "Tests/PostgreSQLWorker"
+        ),
+        // Run against a real server: `Scripts/with-postgres.sh swift test` (see .ci/run).
+        .testTarget(
+            name: "MagicMirrorPostgreSQLTests",
+            dependencies: [
+                "MagicMirrorPostgreSQL",
+                "pg-mirror-worker",
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MirrorTesting", package: "MagicMirror"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+for target in package.targets {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    target.swiftSettings = settings
+}

@@ -1,0 +1,310 @@
+import Foundation
+import Logging
+import MagicMirror
+import PostgresNIO
+import Synchronization
+
+/// A ``RecordDatabase`` on a PostgreSQL server: mirrors on many machines share one zone,
+/// and hear each other's commits through `LISTEN`/`NOTIFY`.
+///
+/// Open it with a connection URL, or with a postgres-nio configuration:
+///
+/// ```swift
+/// // The password, if the server asks for one, comes from PGPASSWORD.
+/// let database = try await PostgreSQLDatabase(url: "postgres://alice@db.example.com/todos?sslmode=require")
+/// let mirror = try await Mirror<Todo>(database: database)
+/// ```
+///
+/// The first process that opens a database creates the `magicmirror` schema (see the
+/// article "Running on PostgreSQL"), so the first role to connect must be allowed to create
+/// it; later versions of this package migrate it in place.
+///
+/// It keeps the contract of every ``RecordDatabase`` (the conformance suite of
+/// `MirrorTesting` runs on it unchanged):
+/// - a commit is one transaction: versions are checked and every record is written, or
+///   none, and the commit's `NOTIFY` is sent in that transaction;
+/// - change tokens come from a server-side sequence; a token from before the zone's history
+///   was rewritten (``compactHistory(of:)``) or from before the server's data was replaced
+///   (a new database has a new base generation) gets the complete zone;
+/// - records carry the writer's hybrid-logical-clock timestamp and writer id.
+///
+/// **Scopes.** Public zones are shared by every role. A private zone belongs to the role
+/// whose name is its user: row-level security on the server keeps it invisible and
+/// unwritable to every other role. Connect each user as their own role; the role that owns
+/// the schema is not restricted (it runs migrations and ``compactHistory(of:)``).
+///
+/// **Notifications** are hints: after a lost connection or a server restart, the database
+/// reconnects with backoff, reports the outage once as a transient ``MirrorError`` (kind
+/// ``MirrorError/Kind/unavailable``, posted as `.mirrorError`), and then pulls each
+/// subscribed zone since its last token, so no change is missed.
+///
+/// > Important: Call ``close()`` when you are done; it ends the connections.
+public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
+    /// The version of the `magicmirror` schema this package reads and writes.
+    public static let schemaVersion = PostgreSQLSchema.currentVersion
+
+    /// The identifier stored in the database (`magicmirror.meta`), the same for every
+    /// process.
+    public let identifier: String
+    /// This instance's writer id.
+    public let writerID: String
+    /// The role this database connects as.
+    public let role: String
+
+    let client: PostgresClient
+    let logger: Logger
+    let baseGeneration: Int
+    private let runTask: Task<Void, Never>
+    let listening: Listening
+
+    /// Opens a database from a connection URL.
+    ///
+    /// The URL has the form `postgres://ROLE@HOST:PORT/DATABASE?sslmode=MODE`:
+    /// - `ROLE` defaults to `PGUSER`, then to the user running the process;
+    /// - the password is never part of the URL: it is read from `PGPASSWORD` in
+    ///   `environment` when the server asks for one, and never logged;
+    /// - `sslmode` is `disable`, `prefer` (the default: TLS when the server offers it) or
+    ///   `require` (TLS, with the server's certificate verified);
+    /// - `?host=/path/to/dir` connects through the Unix socket in that directory instead
+    ///   (`.s.PGSQL.PORT`, as libpq does).
+    ///
+    /// - Parameters:
+    ///   - url: The connection URL (`postgres://` or `postgresql://`).
+    ///   - environment: Where `PGPASSWORD` and `PGUSER` are read.
+    /// - Throws: ``MirrorError/Kind/unsupportedFormat`` for a malformed URL or one that
+    ///   carries a password; ``MirrorError/Kind/unavailable`` when the server cannot be
+    ///   reached; what ``init(configuration:)`` throws.
+    public convenience init(
+        url: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async throws {
+        let configuration = try PostgreSQLConnectionURL.configuration(from: url, environment: environment)
+        try await self.init(configuration: configuration)
+    }
+
+    /// Opens a database with a postgres-nio client configuration, creating or migrating the
+    /// `magicmirror` schema as needed.
+    ///
+    /// - Parameter configuration: Where and how to connect (TLS included).
+    /// - Throws: ``MirrorError/Kind/unavailable`` when the server cannot be reached;
+    ///   ``MirrorError/Kind/unsupportedFormat`` for a schema newer than this package;
+    ///   ``MirrorError/Kind/permissionDenied`` when the role may not create a missing schema.
+    public init(configuration: PostgresClient.Configuration) async throws {
+        var logger = Logger(label: "MagicMirrorPostgreSQL", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger.logLevel = .critical
+        self.logger = logger
+        let client = PostgresClient(configuration: configuration)
+        self.client = client
+        runTask = Task { await client.run() }
+        role = configuration.username
+        writerID = "pg-" + UUID().uuidString.lowercased()
+        do {
+            (identifier, baseGeneration) = try await PostgreSQLSchema.migrate(client, logger: logger)
+        } catch {
+            runTask.cancel()
+            throw PostgreSQLErrors.mirrorError(error, "opening the database")
+        }
+        listening = Listening(
+            context: Listening.Context(client: client, logger: logger, identifier: identifier, writer: writerID))
+    }
+
+    deinit {
+        listening.stop()
+        runTask.cancel()
+    }
+
+    /// Ends every connection and subscription. Calls after it fail.
+    public func close() async {
+        listening.stop()
+        runTask.cancel()
+        await runTask.value
+    }
+
+    // MARK: - RecordDatabase
+
+    /// Commits a batch atomically, in one transaction that also sends the `NOTIFY`.
+    ///
+    /// - Parameters:
+    ///   - operations: The saves and deletes, at most one per record.
+    ///   - zone: The zone they apply to.
+    /// - Returns: The result of each operation and the zone's token afterwards.
+    /// - Throws: A ``MirrorError``: ``MirrorError/Kind/permissionDenied`` for another
+    ///   role's private zone, ``MirrorError/Kind/unavailable`` when the server cannot be
+    ///   reached (nothing is stored then; a retry of the same operations is recognised).
+    @discardableResult
+    public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        try RecordOperation.validate(operations, in: zone)
+        guard !operations.isEmpty else { return CommitOutcome(results: [], token: try await currentToken(in: zone)) }
+        let key = ZoneKey(zone)
+        let writer = writerID
+        let base = baseGeneration
+        let logger = logger
+        let result: (outcome: CommitOutcome, previous: ChangeToken, changed: [StoredRecord])
+        do {
+            let client = client
+            result = try await withDeadline(serverDeadline, "committing to \(zone)") {
+                try await client.withTransaction(logger: logger) { connection in
+                try await connection.query(
+                    """
+                    INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
+                    VALUES (\(key.scope), \(key.owner), \(key.recordType), \(base))
+                    ON CONFLICT (scope, owner, record_type) DO NOTHING
+                    """, logger: logger)
+                guard let row = try await ZoneRow.lock(key, on: connection, logger: logger) else {
+                    throw MirrorError(
+                        .permissionDenied, "role cannot write zone \(zone)",
+                        recordType: zone.recordType, scope: zone.scope)
+                }
+                let stored = try await RecordRows.select(
+                    zoneID: row.zoneID, ids: operations.map(\.recordID), on: connection, logger: logger)
+                switch CommitRules.plan(operations, stored: stored, writer: writer) {
+                case .refuse(let results):
+                    return (CommitOutcome(results: results, token: row.token), row.token, [])
+                case .apply(let produced):
+                    let changed = produced.compactMap { $0 }
+                    var token = row.token
+                    if !changed.isEmpty {
+                        let sequence = try await RecordRows.write(
+                            changed, zone: row.zoneID, key: key, on: connection, logger: logger)
+                        token = ChangeToken(generation: row.generation, sequence: sequence)
+                        let payload = NotificationPayload(
+                            zone: row.zoneID, generation: row.generation, sequence: sequence, writer: writer)
+                        try await connection.query(
+                            "SELECT pg_notify(\(NotificationPayload.channel), \(payload.text))", logger: logger)
+                    }
+                    var results: [CommitOutcome.Result] = []
+                    for (index, record) in produced.enumerated() {
+                        // A retry (`nil`) returns the record it already stored.
+                        if let record = record ?? stored[RecordKey(operations[index].recordID)] {
+                            results.append(.applied(record))
+                        }
+                    }
+                    return (CommitOutcome(results: results, token: token), row.token, changed)
+                }
+            }
+            }
+        } catch {
+            throw PostgreSQLErrors.mirrorError(error, "committing to \(zone)", zone: zone)
+        }
+        if !result.changed.isEmpty {
+            listening.deliverOwnCommit(
+                result.changed, in: zone, after: result.previous, token: result.outcome.token)
+        }
+        return result.outcome
+    }
+
+    /// Every live record of a zone, with the token they reflect.
+    ///
+    /// - Parameter zone: The zone to read.
+    /// - Returns: A complete change set.
+    /// - Throws: A ``MirrorError``.
+    public func fetchAll(in zone: ZoneID) async throws -> ChangeSet {
+        try await read(zone, since: nil)
+    }
+
+    /// The live records with the given ids, in the order asked.
+    ///
+    /// - Parameters:
+    ///   - recordIDs: The ids to fetch.
+    ///   - zone: The zone to read.
+    /// - Returns: The live records among `recordIDs`.
+    /// - Throws: A ``MirrorError``.
+    public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
+        try zone.validate()
+        let key = ZoneKey(zone)
+        let logger = logger
+        do {
+            let found = try await client.withConnection { connection in
+                guard let row = try await ZoneRow.read(key, on: connection, logger: logger) else {
+                    return [RecordKey: StoredRecord]()
+                }
+                return try await RecordRows.select(zoneID: row.zoneID, ids: recordIDs, on: connection, logger: logger)
+            }
+            return recordIDs.compactMap { id in found[RecordKey(id)].flatMap { $0.isDeleted ? nil : $0 } }
+        } catch {
+            throw PostgreSQLErrors.mirrorError(error, "fetching from \(zone)", zone: zone)
+        }
+    }
+
+    /// The changes of a zone after `token`; the complete zone for a token of another
+    /// generation or from the future.
+    ///
+    /// - Parameters:
+    ///   - zone: The zone to read.
+    ///   - token: The token the reader has.
+    /// - Returns: The changes since `token`.
+    /// - Throws: A ``MirrorError``.
+    public func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
+        try await read(zone, since: token)
+    }
+
+    private func read(_ zone: ZoneID, since token: ChangeToken?) async throws -> ChangeSet {
+        let (changes, _) = try await PostgreSQLReads.changes(in: zone, since: token, client: client, logger: logger)
+        listening.note(changes.token, of: zone)
+        return changes
+    }
+
+    /// The zone's current token.
+    ///
+    /// - Parameter zone: The zone to read.
+    /// - Returns: ``ChangeToken/initial`` for a zone never written.
+    /// - Throws: A ``MirrorError``.
+    public func currentToken(in zone: ZoneID) async throws -> ChangeToken {
+        try zone.validate()
+        let key = ZoneKey(zone)
+        let logger = logger
+        do {
+            let token = try await client.withConnection { connection in
+                try await ZoneRow.read(key, on: connection, logger: logger)?.token ?? .initial
+            }
+            listening.note(token, of: zone)
+            return token
+        } catch {
+            throw PostgreSQLErrors.mirrorError(error, "reading the token of \(zone)", zone: zone)
+        }
+    }
+
+    /// Calls `handler` for every commit to `zone`, by this or any other process, heard
+    /// through `LISTEN`.
+    ///
+    /// - Parameters:
+    ///   - zone: The zone to watch.
+    ///   - handler: Called on an arbitrary thread; must not block.
+    /// - Returns: The subscription; it ends when cancelled or deallocated.
+    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid zone.
+    public func subscribe(
+        to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
+    ) throws -> DatabaseSubscription {
+        try zone.validate()
+        return listening.add(zone, handler: handler)
+    }
+
+    // MARK: - Administration
+
+    /// Drops the zone's tombstones and starts a new generation of its history, as the
+    /// JSON-file database's compaction does: readers with an older token reload the zone.
+    ///
+    /// Only the role that owns the schema may do this (other roles have no `DELETE`).
+    ///
+    /// - Parameter zone: The zone to compact.
+    /// - Throws: ``MirrorError/Kind/permissionDenied`` for another role.
+    public func compactHistory(of zone: ZoneID) async throws {
+        try zone.validate()
+        let key = ZoneKey(zone)
+        let logger = logger
+        do {
+            try await client.withTransaction(logger: logger) { connection in
+                guard let row = try await ZoneRow.lock(key, on: connection, logger: logger) else { return }
+                try await connection.query(
+                    "DELETE FROM magicmirror.records WHERE zone_id = \(row.zoneID) AND fields IS NULL",
+                    logger: logger)
+                try await connection.query(
+                    """
+                    UPDATE magicmirror.zones SET generation = generation + 1, base_seq = last_seq
+                    WHERE zone_id = \(row.zoneID)
+                    """, logger: logger)
+            }
+        } catch {
+            throw PostgreSQLErrors.mirrorError(error, "compacting \(zone)", zone: zone)
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import Logging
+import MagicMirror
+import PostgresNIO
+
+/// The tables, policies and grants of the `magicmirror` schema, versioned, and the
+/// migration that brings a database up to date.
+///
+/// A migration runs in one transaction under an advisory lock, so processes that open the
+/// same database at once wait for each other and the schema is never half made. The
+/// version lives in `magicmirror.meta`; a database whose schema is newer than this code
+/// knows is refused with ``MirrorError/Kind/unsupportedFormat`` rather than written to.
+/// The article "Running on PostgreSQL" documents each table.
+enum PostgreSQLSchema {
+    /// The version this code writes and reads.
+    static let currentVersion = 1
+
+    /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
+    /// version 1 from nothing. A later version appends a step; none is ever edited.
+    static let migrations: [[PostgresQuery]] = [
+        [
+            "CREATE SCHEMA IF NOT EXISTS magicmirror",
+            """
+            CREATE TABLE magicmirror.meta (
+                singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+                schema_version integer NOT NULL,
+                identifier text NOT NULL,
+                base_generation bigint NOT NULL)
+            """,
+            """
+            INSERT INTO magicmirror.meta (schema_version, identifier, base_generation)
+            VALUES (1, gen_random_uuid()::text, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+            """,
+            "CREATE SEQUENCE magicmirror.change_seq",
+            """
+            CREATE TABLE magicmirror.zones (
+                zone_id bigserial PRIMARY KEY,
+                scope text NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                record_type text COLLATE "C" NOT NULL,
+                generation bigint NOT NULL,
+                base_seq bigint NOT NULL DEFAULT 0,
+                last_seq bigint NOT NULL DEFAULT 0,
+                UNIQUE (scope, owner, record_type),
+                CHECK ((scope = 'public' AND owner = '') OR (scope = 'private' AND owner <> '')))
+            """,
+            """
+            CREATE TABLE magicmirror.records (
+                zone_id bigint NOT NULL REFERENCES magicmirror.zones,
+                scope text NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                id text COLLATE "C" NOT NULL,
+                version bigint NOT NULL,
+                fields bytea,
+                modified_millis bigint NOT NULL,
+                modified_counter bigint NOT NULL,
+                writer text NOT NULL,
+                seq bigint NOT NULL,
+                PRIMARY KEY (zone_id, id))
+            """,
+            "CREATE INDEX records_by_seq ON magicmirror.records (zone_id, seq)",
+            "ALTER TABLE magicmirror.zones ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE magicmirror.records ENABLE ROW LEVEL SECURITY",
+            """
+            CREATE POLICY scope_owner ON magicmirror.zones
+                USING (scope = 'public' OR owner = current_user::text)
+                WITH CHECK (scope = 'public' OR owner = current_user::text)
+            """,
+            """
+            CREATE POLICY scope_owner ON magicmirror.records
+                USING (scope = 'public' OR owner = current_user::text)
+                WITH CHECK (scope = 'public' OR owner = current_user::text)
+            """,
+            "GRANT USAGE ON SCHEMA magicmirror TO PUBLIC",
+            "GRANT SELECT ON magicmirror.meta TO PUBLIC",
+            "GRANT SELECT, INSERT, UPDATE ON magicmirror.zones, magicmirror.records TO PUBLIC",
+            "GRANT USAGE ON SEQUENCE magicmirror.change_seq, magicmirror.zones_zone_id_seq TO PUBLIC",
+        ],
+    ]
+
+    /// Brings the schema up to ``currentVersion`` (creating it on a fresh database) and
+    /// returns the database's identifier and base generation.
+    ///
+    /// - Throws: ``MirrorError/Kind/unsupportedFormat`` for a schema newer than this code;
+    ///   what the server answers otherwise (for example ``MirrorError/Kind/permissionDenied``
+    ///   when a role that may not create the schema opens a database that has none yet).
+    static func migrate(
+        _ client: PostgresClient, logger: Logger
+    ) async throws -> (identifier: String, baseGeneration: Int) {
+        try await client.withTransaction(logger: logger) { connection in
+            // Every process that opens the database takes the same lock: one migrates,
+            // the others then find the schema made.
+            try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+            var version = 0
+            let exists = try await connection.query(
+                "SELECT to_regclass('magicmirror.meta') IS NOT NULL", logger: logger)
+            for try await present in exists.decode(Bool.self) where present {
+                let rows = try await connection.query("SELECT schema_version FROM magicmirror.meta", logger: logger)
+                for try await stored in rows.decode(Int.self) { version = stored }
+            }
+            guard version <= currentVersion else {
+                throw MirrorError(
+                    .unsupportedFormat,
+                    "the database's magicmirror schema is version \(version); this MagicMirror "
+                        + "reads versions up to \(currentVersion): update MagicMirrorPostgreSQL")
+            }
+            for step in migrations[version...] {
+                for statement in step { try await connection.query(statement, logger: logger) }
+            }
+            if version < currentVersion {
+                try await connection.query(
+                    "UPDATE magicmirror.meta SET schema_version = \(currentVersion)", logger: logger)
+            }
+            let rows = try await connection.query(
+                "SELECT identifier, base_generation FROM magicmirror.meta", logger: logger)
+            for try await (identifier, base) in rows.decode((String, Int).self) {
+                return (identifier, base)
+            }
+            throw MirrorError(.corruptEntry, "magicmirror.meta has no row")
+        }
+    }
+
+    /// The advisory lock that serializes migrations.
+    static let lockKey: Int64 = 0x4D61_6769_634D_6972 // "MagicMir"
+}

@@ -1,0 +1,120 @@
+import Foundation
+import Logging
+@testable import MagicMirrorPostgreSQL
+import MagicMirror
+import MirrorTesting
+import PostgresNIO
+import Synchronization
+import Testing
+
+/// `LISTEN`/`NOTIFY` as a hint: a lost connection, a dropped notification or a restarted
+/// server is healed by pulling since the token after reconnecting, and the outage is
+/// reported once.
+@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+struct PostgreSQLListeningTests {
+    let zone = ZoneID.public("Todo")
+
+    private func save(_ id: String) -> RecordOperation {
+        .save(id, fields: Data(#"{"title":"\#(id)"}"#.utf8), baseVersion: 0, timestamp: .testNow())
+    }
+
+    @Test func aDroppedNotificationIsHealedByPullingAfterReconnecting() async throws {
+        try await TestServer.withDatabase { name, opened in
+            let database = try await opened.open(TestServer.url(database: name))
+            let (stream, continuation) = AsyncStream.makeStream(of: RemoteNotification.self)
+            let subscription = try database.subscribe(to: zone) { continuation.yield($0) }
+            defer { subscription.cancel() }
+            let recorder = ErrorNotificationRecorder { $0.message.contains(database.identifier) }
+            defer { recorder.stop() }
+
+            // Another writer's commit is heard through NOTIFY.
+            let other = try await opened.open(TestServer.url(database: name))
+            try await other.commit([save("heard")], to: zone)
+            try await stream.waitUntil(timeout: .seconds(30), "the first commit") { $0.recordIDs.contains("heard") }
+
+            // A change whose notification is lost: written behind the database's back, with no
+            // NOTIFY; then the listening connection is cut.
+            _ = try await TestServer.withAdmin(database: name) { client in
+                try await client.query(
+                    """
+                    WITH next AS (SELECT nextval('magicmirror.change_seq') AS seq),
+                         zone AS (UPDATE magicmirror.zones SET last_seq = (SELECT seq FROM next)
+                                  WHERE scope = 'public' AND record_type = 'Todo' RETURNING zone_id)
+                    INSERT INTO magicmirror.records
+                        (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq)
+                    SELECT zone_id, 'public', '', 'silent', 1, convert_to('{"title":"silent"}', 'UTF8'), 1, 0,
+                           'outsider', (SELECT seq FROM next) FROM zone
+                    """, logger: TestServer.logger)
+                try await client.query(
+                    """
+                    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                    WHERE datname = current_database() AND query ILIKE 'LISTEN%'
+                    """, logger: TestServer.logger)
+            }
+            let healed = try await stream.waitUntil(timeout: .seconds(30), "the silent change") {
+                $0.recordIDs.contains("silent")
+            }
+            #expect(healed.reason == .created)
+            let errors = try await recorder.waitForErrors(count: 1, timeout: .seconds(30))
+            #expect(errors.first?.kind == .unavailable)
+            #expect(errors.first?.kind.isTransient == true)
+
+            // Listening again: later commits are heard, and the outage was reported once.
+            try await other.commit([save("after")], to: zone)
+            try await stream.waitUntil(timeout: .seconds(30), "a commit after reconnecting") {
+                $0.recordIDs.contains("after")
+            }
+            #expect(recorder.count == 1, "the outage was reported \(recorder.count) times")
+        }
+    }
+
+    @Test func aRestartedServerLosesNoCommitAndSubscribersHearWhatFollows() async throws {
+        try await OwnCluster.with { cluster in
+            let opened = OpenedDatabases()
+            let database = try await opened.open(cluster.url())
+            let other = try await opened.open(cluster.url())
+            defer { Task { for database in opened.all { await database.close() } } }
+            let (stream, continuation) = AsyncStream.makeStream(of: RemoteNotification.self)
+            let subscription = try database.subscribe(to: zone) { continuation.yield($0) }
+            defer { subscription.cancel() }
+            let recorder = ErrorNotificationRecorder { $0.message.contains(database.identifier) }
+            defer { recorder.stop() }
+
+            try await other.commit([save("before")], to: zone)
+            try await stream.waitUntil(timeout: .seconds(30), "a commit before the restart") {
+                $0.recordIDs.contains("before")
+            }
+            try await cluster.restart()
+            try await commitRetrying([save("after-restart")], to: zone, on: other)
+            try await stream.waitUntil(timeout: .seconds(30), "a commit after the restart") {
+                $0.recordIDs.contains("after-restart")
+            }
+
+            try await cluster.kill()
+            try await cluster.startAgain()
+            try await commitRetrying([save("after-kill")], to: zone, on: other)
+            try await stream.waitUntil(timeout: .seconds(30), "a commit after SIGKILL") {
+                $0.recordIDs.contains("after-kill")
+            }
+            let stored = try await database.fetchAll(in: zone).records.map(\.id).sorted()
+            #expect(stored == ["after-kill", "after-restart", "before"])
+            #expect(recorder.count >= 1, "the outage was not reported")
+        }
+    }
+
+    /// Commits, retrying transient failures (the server coming back) for up to 60 s.
+    private func commitRetrying(
+        _ operations: [RecordOperation], to zone: ZoneID, on database: PostgreSQLDatabase
+    ) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            do {
+                let outcome = try await database.commit(operations, to: zone)
+                #expect(outcome.isApplied)
+                return
+            } catch let error as MirrorError where error.kind.isTransient && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+import Logging
+@testable import MagicMirrorPostgreSQL
+import MagicMirror
+import MirrorTesting
+import PostgresNIO
+import Testing
+
+/// The private scope enforced by the server (roles and row-level security), and names that
+/// never reach SQL but as parameters.
+@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+struct PostgreSQLSecurityTests {
+    private func save(_ id: String, _ fields: String = #"{"v":1}"#, base: Int = 0) -> RecordOperation {
+        .save(id, fields: Data(fields.utf8), baseVersion: base, timestamp: .testNow())
+    }
+
+    /// Two roles; each made for this test (role names are cluster-wide), dropped after it.
+    private func withRoles(
+        _ body: (_ alice: String, _ bob: String) async throws -> Void
+    ) async throws {
+        let suffix = UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8).lowercased()
+        let alice = "alice_\(suffix)"
+        let bob = "bob_\(suffix)"
+        _ = try await TestServer.withAdmin { client in
+            for role in [alice, bob] {
+                try await client.query(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN"), logger: TestServer.logger)
+            }
+        }
+        do {
+            try await body(alice, bob)
+        } catch {
+            await dropRoles([alice, bob])
+            throw error
+        }
+        await dropRoles([alice, bob])
+    }
+
+    private func dropRoles(_ roles: [String]) async {
+        _ = try? await TestServer.withAdmin { client in
+            for role in roles {
+                _ = try? await client.query(PostgresQuery(unsafeSQL: "DROP ROLE IF EXISTS \(role)"), logger: TestServer.logger)
+            }
+        }
+    }
+
+    @Test func anotherRoleCanNeitherSeeNorWriteAPrivateZone() async throws {
+        try await TestServer.withDatabase { name, opened in
+            // The schema's owner opens the database first and creates the schema.
+            let owner = try await opened.open(TestServer.url(database: name))
+            try await withRoles { alice, bob in
+                let asAlice = try await opened.open(TestServer.url(database: name, role: alice))
+                let asBob = try await opened.open(TestServer.url(database: name, role: bob))
+                let alicesZone = ZoneID.private("Diary", user: alice)
+                try await asAlice.commit([save("secret", #"{"text":"alice's"}"#)], to: alicesZone)
+                try await asAlice.commit([save("shared")], to: .public("Diary"))
+
+                // Through the API: nothing to read, and no write.
+                #expect(try await asBob.fetchAll(in: alicesZone).records.isEmpty)
+                #expect(try await asBob.changes(in: alicesZone, since: .initial).records.isEmpty)
+                await #expect(throws: MirrorError.self) {
+                    try await asBob.commit([save("planted")], to: alicesZone)
+                }
+                do {
+                    try await asBob.commit([save("planted")], to: alicesZone)
+                } catch let error as MirrorError {
+                    #expect(error.kind == .permissionDenied)
+                }
+                // Public zones are shared.
+                #expect(try await asBob.fetchAll(in: .public("Diary")).records.map(\.id) == ["shared"])
+
+                // Hostile SQL, as bob, straight at the tables.
+                let hostile = try PostgreSQLConnectionURL.configuration(
+                    from: TestServer.url(database: name, role: bob), environment: [:])
+                let client = PostgresClient(configuration: hostile)
+                let run = Task { await client.run() }
+                defer { run.cancel() }
+                var seen = 0
+                for try await count in try await client.query(
+                    "SELECT count(*)::int8 FROM magicmirror.records WHERE scope = 'private'",
+                    logger: TestServer.logger
+                ).decode(Int.self) { seen = count }
+                #expect(seen == 0, "bob saw \(seen) private rows")
+                try await client.query(
+                    "UPDATE magicmirror.records SET fields = convert_to('{}', 'UTF8') WHERE owner = \(alice)",
+                    logger: TestServer.logger)
+                try await client.query(
+                    "UPDATE magicmirror.zones SET last_seq = 0 WHERE owner = \(alice)", logger: TestServer.logger)
+                await #expect(throws: (any Error).self) {
+                    try await client.query(
+                        """
+                        INSERT INTO magicmirror.records
+                            (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq)
+                        SELECT zone_id, 'private', \(alice), 'forged', 1, NULL, 0, 0, 'bob', 1
+                        FROM magicmirror.zones LIMIT 1
+                        """, logger: TestServer.logger)
+                }
+                await #expect(throws: (any Error).self) {
+                    try await client.query("DELETE FROM magicmirror.records", logger: TestServer.logger)
+                }
+                await #expect(throws: (any Error).self) {
+                    try await client.query(
+                        "UPDATE magicmirror.records SET owner = \(alice), scope = 'private' WHERE scope = 'public'",
+                        logger: TestServer.logger)
+                }
+
+                // Alice's records are as she wrote them; the owner of the schema sees them too.
+                let alicesRecords = try await asAlice.fetchAll(in: alicesZone).records
+                #expect(alicesRecords.map(\.id) == ["secret"])
+                #expect(alicesRecords.first?.fields == Data(#"{"text":"alice's"}"#.utf8))
+                #expect(try await owner.fetchAll(in: alicesZone).records.map(\.id) == ["secret"])
+                #expect(try await asAlice.fetchAll(in: .public("Diary")).records.map(\.id) == ["shared"])
+
+                // Each role reaches its own private scope only.
+                try await asAlice.verifyPrivateScope(of: try UserRecord(name: alice))
+                do {
+                    try await asBob.verifyPrivateScope(of: try UserRecord(name: alice))
+                    Issue.record("bob's connection reached alice's private scope")
+                } catch let error as MirrorError {
+                    #expect(error.kind == .accountUnavailable)
+                }
+            }
+        }
+    }
+
+    @Test func injectionShapedNamesAndFieldsAreOnlyData() async throws {
+        try await TestServer.withDatabase { name, opened in
+            let database = try await opened.open(TestServer.url(database: name))
+            let hostile = [
+                "'; DROP TABLE magicmirror.records; --",
+                "\"; DELETE FROM magicmirror.zones; --",
+                "x' OR '1'='1",
+                "$1", "\\", "%s%n", "Robert'); DROP TABLE Students;--", "e\u{301}", "\u{e9}", "🙂",
+            ]
+            for (index, text) in hostile.enumerated() {
+                let fields = try JSONSerialization.data(withJSONObject: ["title": text], options: [.sortedKeys])
+                let zones: [ZoneID] = [.public(text), .private("Todo", user: text), .public("Todo")]
+                for zone in zones {
+                    let outcome = try await database.commit([save(text, String(decoding: fields, as: UTF8.self))], to: zone)
+                    #expect(outcome.isApplied, "commit \(index) to \(zone)")
+                    let fetched = try await database.fetch([text], in: zone)
+                    #expect(fetched.map(\.id) == [text], "\(zone)")
+                    #expect(fetched.first?.fields == fields)
+                }
+            }
+            // Every name stayed a value: the tables are there, each zone holds what it was given.
+            #expect(try await database.fetchAll(in: .public("Todo")).records.count == hostile.count)
+            for text in hostile {
+                #expect(try await database.fetchAll(in: .public(text)).records.map(\.id) == [text])
+                #expect(try await database.fetchAll(in: .private("Todo", user: text)).records.map(\.id) == [text])
+            }
+        }
+    }
+}

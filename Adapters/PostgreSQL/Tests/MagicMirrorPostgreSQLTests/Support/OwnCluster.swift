@@ -1,0 +1,87 @@
+import Foundation
+import MagicMirror
+
+/// A PostgreSQL cluster of one test's own, for tests that restart or kill the server, so
+/// that the other tests, which share the server of `with-postgres.sh`, are not disturbed.
+///
+/// Driven by `Scripts/postgres-cluster.sh`; ``remove()`` stops it and deletes its directory.
+struct OwnCluster: Sendable {
+    let directory: String
+    let port: Int
+
+    /// The script beside this package's sources.
+    static let script = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Scripts/postgres-cluster.sh").path
+
+    /// Makes and starts a cluster in a new temporary directory.
+    static func start(listen: String? = nil) async throws -> OwnCluster {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("magicmirror-cluster-\(UUID().uuidString)").path
+        let output = try await run(["start", directory], environment: listen.map { ["LISTEN": $0] } ?? [:])
+        guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw MirrorError(.unavailable, "postgres-cluster.sh start printed \(output)")
+        }
+        return OwnCluster(directory: directory, port: port)
+    }
+
+    /// The superuser URL of a database of the cluster.
+    func url(database: String = "postgres", host: String = "127.0.0.1") -> String {
+        "postgres://mirror@\(host):\(port)/\(database)?sslmode=disable"
+    }
+
+    /// Stops the server (fast shutdown: clients are disconnected) and starts it again.
+    func restart() async throws { _ = try await Self.run(["restart", directory]) }
+    /// Kills the server and its backends with SIGKILL, as a crash would.
+    func kill() async throws { _ = try await Self.run(["kill", directory]) }
+    /// Starts the server again after ``kill()``; crash recovery runs first.
+    func startAgain() async throws { _ = try await Self.run(["start", directory]) }
+    /// Stops the server and deletes its directory.
+    func remove() async { _ = try? await Self.run(["remove", directory]) }
+
+    /// Runs the script and returns what it printed; throws when it fails.
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [script] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        // Files, not pipes: the server the script starts would inherit a pipe and hold it
+        // open, so reading it to its end would never return.
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("cluster-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: log.path + ".out", contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path + ".err", contents: nil)
+        defer {
+            try? FileManager.default.removeItem(atPath: log.path + ".out")
+            try? FileManager.default.removeItem(atPath: log.path + ".err")
+        }
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: log.path + ".out"))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log.path + ".err"))
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try process.run() } catch { continuation.resume(throwing: error) }
+        }
+        let printed = (try? String(contentsOfFile: log.path + ".out", encoding: .utf8)) ?? ""
+        guard status == 0 else {
+            let message = (try? String(contentsOfFile: log.path + ".err", encoding: .utf8)) ?? ""
+            throw MirrorError(.unavailable, "postgres-cluster.sh \(arguments.joined(separator: " ")) failed: \(message)")
+        }
+        return printed
+    }
+}
+
+extension OwnCluster {
+    /// Runs `body` with a cluster of its own, removed afterwards whatever happens.
+    static func with<Result: Sendable>(
+        listen: String? = nil, _ body: (OwnCluster) async throws -> Result
+    ) async throws -> Result {
+        let cluster = try await start(listen: listen)
+        do {
+            let result = try await body(cluster)
+            await cluster.remove()
+            return result
+        } catch {
+            await cluster.remove()
+            throw error
+        }
+    }
+}

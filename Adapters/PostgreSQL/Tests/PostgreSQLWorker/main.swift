@@ -1,0 +1,84 @@
+// pg-mirror-worker: one real process of the multi-process tests. It mirrors the public
+// `Item` zone of a PostgreSQL database, appends, edits and deletes its own items, waits
+// until its mirror shows every worker's final state, and prints one JSON line:
+//   {"converged":true,"remoteInserts":N,"duplicateEvents":D}
+// where D counts remote inserts or removals of one record seen more than once.
+//
+//   pg-mirror-worker URL NAME COUNT WORKER-NAMES (comma separated)
+import Foundation
+import MagicMirror
+import MagicMirrorPostgreSQL
+import MirrorTesting
+import Synchronization
+
+struct Item: Recordable {
+    static let recordType = "Item"
+    var id: String
+    var value: Int
+}
+
+// A write to a connection the server just closed raises SIGPIPE, which would end the
+// process; as in every SwiftNIO program on Linux, ignore it and get the error instead.
+signal(SIGPIPE, SIG_IGN)
+
+let arguments = CommandLine.arguments
+guard arguments.count == 5, let count = Int(arguments[3]) else {
+    FileHandle.standardError.write(Data("usage: pg-mirror-worker URL NAME COUNT WORKERS\n".utf8))
+    exit(2)
+}
+let url = arguments[1]
+let name = arguments[2]
+let workers = arguments[4].split(separator: ",").map(String.init)
+
+/// Every worker's items once all are done: the odd ones, edited to 1 (the even ones are deleted).
+let expected = Set(workers.flatMap { worker in (0..<count).filter { $0 % 2 == 1 }.map { "\(worker)-\($0)" } })
+
+do {
+    // The server may be restarting: retry opening for up to a minute.
+    let deadline = ContinuousClock.now + .seconds(60)
+    var opened: (PostgreSQLDatabase, Mirror<Item>)?
+    while opened == nil {
+        do {
+            let database = try await PostgreSQLDatabase(url: url)
+            opened = (database, try await Mirror<Item>(database: database))
+        } catch let error as MirrorError where error.kind.isTransient && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(200))
+        }
+    }
+    guard let (database, mirror) = opened else { exit(1) }
+    let events = Mutex<[String: Int]>([:])
+    let changes = mirror.changes
+    let watcher = Task {
+        for await change in changes where change.origin == .remote {
+            switch change.kind {
+            case .inserted: events.withLock { $0["insert \(change.recordID)", default: 0] += 1 }
+            case .removed: events.withLock { $0["remove \(change.recordID)", default: 0] += 1 }
+            default: break
+            }
+        }
+    }
+    for index in 0..<count { mirror.dataModel.append(Item(id: "\(name)-\(index)", value: 0)) }
+    try await mirror.waitUntilCommitted(timeout: .seconds(120))
+    for index in mirror.dataModel.indices where mirror.dataModel[index].id.hasPrefix("\(name)-") {
+        mirror.dataModel[index].value = 1
+    }
+    try await mirror.waitUntilCommitted(timeout: .seconds(120))
+    for index in stride(from: count - 1, through: 0, by: -1) where index % 2 == 0 {
+        if let position = mirror.dataModel.firstIndex(where: { $0.id == "\(name)-\(index)" }) {
+            mirror.dataModel.remove(at: position)
+        }
+    }
+    try await mirror.waitUntilCommitted(timeout: .seconds(120))
+    try await mirror.waitUntil(timeout: .seconds(120), "every worker's final state") { items in
+        Set(items.map(\.id)) == expected && items.allSatisfy { $0.value == 1 }
+    }
+    watcher.cancel()
+    let seen = events.withLock { $0 }
+    let inserts = seen.filter { $0.key.hasPrefix("insert ") }.count
+    let duplicates = seen.values.filter { $0 > 1 }.count
+    print(#"{"converged":true,"remoteInserts":\#(inserts),"duplicateEvents":\#(duplicates)}"#)
+    await database.close()
+} catch {
+    print(#"{"converged":false,"error":"\#(String(describing: error).replacingOccurrences(of: "\"", with: "'"))"}"#)
+    exit(1)
+}
