@@ -44,18 +44,21 @@ struct TodoConsole {
                 print("added \(number). \(todo.title)  (\(todo.recordID))")
             }
         case .done, .undone:
-            let index = try resolve(invocation.arguments[0], in: mirror.dataModel.array)
-            mirror.dataModel[index].done = invocation.command == .done
+            // Edit by id, not by index: another process may change the list meanwhile.
+            let id = try resolve(invocation.arguments[0], in: mirror.dataModel.array)
+            mirror.dataModel[recordID: id]?.done = invocation.command == .done
             try await mirror.flush()
-            report(mirror.dataModel[index], verb: invocation.command == .done ? "done" : "not done")
+            report(try stillThere(id, in: mirror), verb: invocation.command == .done ? "done" : "not done")
         case .edit:
-            let index = try resolve(invocation.arguments[0], in: mirror.dataModel.array)
-            mirror.dataModel[index].title = invocation.arguments[1]
+            let id = try resolve(invocation.arguments[0], in: mirror.dataModel.array)
+            mirror.dataModel[recordID: id]?.title = invocation.arguments[1]
             try await mirror.flush()
-            report(mirror.dataModel[index], verb: "edited")
+            report(try stillThere(id, in: mirror), verb: "edited")
         case .remove:
-            let index = try resolve(invocation.arguments[0], in: mirror.dataModel.array)
-            let removed = mirror.dataModel.remove(at: index)
+            let id = try resolve(invocation.arguments[0], in: mirror.dataModel.array)
+            guard let removed = mirror.dataModel.remove(recordID: id) else {
+                throw ConsoleError("item \(id) was removed by another process")
+            }
             try await mirror.flush()
             report(removed, verb: "removed")
         case .clear:
@@ -77,9 +80,17 @@ struct TodoConsole {
         todos.sorted { ($0.created, $0.recordID) < ($1.created, $1.recordID) }
     }
 
-    /// The index in `todos` of the item named by `reference`: a number shown by `list`, or
-    /// a full record id.
-    private func resolve(_ reference: String, in todos: [Todo]) throws -> Int {
+    /// The item `id`, unless another process removed it meanwhile.
+    private func stillThere(_ id: String, in mirror: Mirror<Todo>) throws -> Todo {
+        guard let todo = mirror.dataModel[recordID: id] else {
+            throw ConsoleError("item \(id) was removed by another process")
+        }
+        return todo
+    }
+
+    /// The record id of the item named by `reference`: a number shown by `list`, or a full
+    /// record id.
+    private func resolve(_ reference: String, in todos: [Todo]) throws -> String {
         let ordered = sorted(todos)
         var id: String?
         if let number = Int(reference) {
@@ -90,10 +101,10 @@ struct TodoConsole {
         } else {
             id = todos.first { $0.recordID.caseInsensitiveCompare(reference) == .orderedSame }?.recordID
         }
-        guard let id, let index = todos.firstIndex(where: { $0.recordID == id }) else {
+        guard let id else {
             throw ConsoleError("no item with id \(reference)")
         }
-        return index
+        return id
     }
 
     private func printList(_ todos: [Todo]) {

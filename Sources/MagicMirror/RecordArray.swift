@@ -308,6 +308,49 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         return elements.firstIndex { $0.recordID == recordID }
     }
 
+    /// The record with the given id: read, edit, replace or remove it in one step.
+    ///
+    /// Use it instead of an index whenever other writers may change the array between
+    /// finding a record and editing it: a position found earlier can name another record
+    /// once a remote change was applied, while an id always names the same one. Through
+    /// ``Mirror/dataModel``, the lookup and the edit happen in one step under the mirror's
+    /// lock. For example:
+    ///
+    /// ```swift
+    /// todos.dataModel[recordID: todo.recordID]?.done = true   // edits that record, or nothing
+    /// todos.dataModel[recordID: todo.recordID] = nil          // removes it
+    /// ```
+    ///
+    /// Setting a record when none has the id appends it. Constant time on a mirror's array.
+    ///
+    /// > Important: A record set here must have the id it is set under.
+    public subscript(recordID recordID: String) -> Record? {
+        get { firstIndex(ofRecordID: recordID).map { self[$0] } }
+        set {
+            if let newValue {
+                precondition(
+                    newValue.recordID == recordID,
+                    "dataModel[recordID: \"\(recordID)\"] was set to the record \"\(newValue.recordID)\"; "
+                        + "a record can only be set under its own id")
+            }
+            switch (firstIndex(ofRecordID: recordID), newValue) {
+            case (let index?, let record?): self[index] = record
+            case (let index?, nil): remove(at: index)
+            case (nil, let record?): append(record)
+            case (nil, nil): break
+            }
+        }
+    }
+
+    /// Removes the record with the given id, if there is one.
+    ///
+    /// - Returns: The removed record, or `nil` when no record has the id.
+    @discardableResult
+    public mutating func remove(recordID: String) -> Record? {
+        guard let index = firstIndex(ofRecordID: recordID) else { return nil }
+        return remove(at: index)
+    }
+
     // MARK: Tracking (for the mirror)
 
     /// Whether the array keeps an id index.
