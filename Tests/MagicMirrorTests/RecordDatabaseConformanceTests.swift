@@ -380,7 +380,7 @@ import Testing
         let subscription = try db.subscribe(to: zone) { continuation.yield($0) }
         defer { subscription.cancel() }
         let outcome = try await other.commit([save("x", ["v": 1])], to: zone)
-        let heard = try await firstValue(of: stream, within: .seconds(10)) {
+        let heard = try await firstValue(of: stream, within: testTimeout) {
             $0.recordIDs.contains("x") && $0.token >= outcome.token
         }
         #expect(heard.reason == .created)

@@ -45,7 +45,7 @@ final class EventRecorder<Key: Hashable & Sendable>: Sendable {
     var events: [Key] { state.withLock { $0.order } }
 
     /// Waits until `key` has been recorded at least `count` times; `false` after `timeout`.
-    func wait(for key: Key, count: Int = 1, timeout: Duration = .seconds(10)) async -> Bool {
+    func wait(for key: Key, count: Int = 1, timeout: Duration = testTimeout) async -> Bool {
         await withCheckedContinuation { continuation in
             state.withLock { state in
                 if state.counts[key, default: 0] >= count {

@@ -64,7 +64,7 @@ func expectError<Result>(
 /// The result of `task`, failing with ``MirrorError/Kind/timedOut`` when it does not finish
 /// within `timeout` (so a test that expects a task to end cannot hang).
 func result<Success: Sendable>(
-    of task: Task<Success, any Error>, within timeout: Duration = .seconds(10)
+    of task: Task<Success, any Error>, within timeout: Duration = .seconds(60)
 ) async throws -> Result<Success, any Error> {
     let (finished, signal) = AsyncStream.makeStream(of: Result<Success, any Error>.self)
     let watcher = Task {
@@ -77,7 +77,7 @@ func result<Success: Sendable>(
 /// The value of `task`, failing with ``MirrorError/Kind/timedOut`` when it does not finish
 /// within `timeout`.
 func value<Success: Sendable>(
-    of task: Task<Success, Never>, within timeout: Duration = .seconds(10)
+    of task: Task<Success, Never>, within timeout: Duration = .seconds(60)
 ) async throws -> Success {
     let (finished, signal) = AsyncStream.makeStream(of: Success.self)
     let watcher = Task { signal.yield(await task.value) }
