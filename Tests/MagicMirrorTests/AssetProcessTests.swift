@@ -104,6 +104,28 @@ import Testing
         #expect(try await mirror.data(for: mirror.dataModel[0].file) == AssetPayload.bytes(name: "kept", size: 5000))
     }
 
+    /// A collection runs again and again while another process stores and commits assets:
+    /// it never removes a file between a store and the commit of its record.
+    @Test func collectingWhileAnotherProcessStoresAndCommitsNeverRemovesAFileInUse() async throws {
+        defer { directory.remove() }
+        let mirror = try await Mirror<AssetRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
+        let worker = try await Worker(directory)
+        try worker.process.send("loop 20 200000")
+        var collections = 0
+        while collections < 100_000, !worker.lines.items.contains(where: { $0 == "committed l19" || $0.hasPrefix("error ") }) {
+            _ = try await mirror.removeUnreferencedAssets()
+            collections += 1
+        }
+        #expect(!worker.lines.items.contains { $0.hasPrefix("error ") }, "\(worker.lines.items.filter { $0.hasPrefix("error ") })")
+        try await waitUntil(mirror, "the other process's 20 records") { $0.count == 20 }
+        #expect(try await mirror.removeUnreferencedAssets() == 0)
+        for record in mirror.dataModel {
+            #expect(try await mirror.data(for: record.file) == AssetPayload.bytes(name: record.id, size: record.file.size))
+        }
+        try worker.process.send("quit")
+        #expect(try await worker.process.waitForExit() == 0)
+    }
+
     /// The worker kills itself at a chosen call while it stores a 3 MiB asset (copied in
     /// 1 MiB pieces, after creating the `assets` directory and flushing its parent): in the
     /// middle of the copy, at the copy's flush, at the lease, at the rename, at the flush of
