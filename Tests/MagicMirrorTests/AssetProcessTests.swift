@@ -26,6 +26,11 @@ import Testing
         JSONFileTestSupport.names(in: assetsDirectory).filter { !Asset.isDigest($0) && $0 != "lock" }
     }
 
+    /// A mirror of this test's database, with an engine of its own (as another process has).
+    private func openMirror() async throws -> Mirror<AssetRecord> {
+        try await Mirror<AssetRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
+    }
+
     /// A started `mirror-worker asset` and the lines it printed.
     private final class Worker: Sendable {
         let process: WorkerProcess
@@ -39,6 +44,12 @@ import Testing
                 lines.finish()
             }
             try await lines.wait("the worker to load") { $0.contains { $0.hasPrefix("ready ") } }
+        }
+
+        /// Asks the worker to quit and expects it to exit normally.
+        func quit(sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            try process.send("quit")
+            #expect(try await process.waitForExit() == 0, sourceLocation: sourceLocation)
         }
 
         /// Sends a command and waits for the line that starts with `reply`.
@@ -55,20 +66,19 @@ import Testing
 
     @Test func anAssetStoredAndCommittedByAnotherProcessIsReadHere() async throws {
         defer { directory.remove() }
-        let mirror = try await Mirror<AssetRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
+        let mirror = try await openMirror()
         let worker = try await Worker(directory)
         try await worker.send("store photo 3000001", expecting: "stored photo")
         try await worker.send("commit photo", expecting: "committed photo")
         try await waitUntil(mirror, "the record of the other process") { $0.count == 1 }
         let record = try #require(mirror.dataModel.first)
         #expect(try await mirror.data(for: record.file) == AssetPayload.bytes(name: "photo", size: 3_000_001))
-        try worker.process.send("quit")
-        #expect(try await worker.process.waitForExit() == 0)
+        try await worker.quit()
     }
 
     @Test func collectionKeepsWhatALiveProcessStoredAndRemovesItOnceNoRecordRefersToIt() async throws {
         defer { directory.remove() }
-        let mirror = try await Mirror<AssetRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
+        let mirror = try await openMirror()
         let worker = try await Worker(directory)
         try await worker.send("store photo 100000", expecting: "stored photo")
         let digest = SHA256.hex(of: AssetPayload.bytes(name: "photo", size: 100_000))
@@ -83,13 +93,12 @@ import Testing
         try await worker.send("delete photo", expecting: "deleted photo")
         #expect(try await mirror.removeUnreferencedAssets() == 1)
         #expect(assetFiles().isEmpty)
-        try worker.process.send("quit")
-        #expect(try await worker.process.waitForExit() == 0)
+        try await worker.quit()
     }
 
     @Test func whatAKilledProcessStoredWithoutARecordIsCollected() async throws {
         defer { directory.remove() }
-        let mirror = try await Mirror<AssetRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
+        let mirror = try await openMirror()
         let worker = try await Worker(directory)
         try await worker.send("store kept 5000", expecting: "stored kept")
         try await worker.send("commit kept", expecting: "committed kept")
@@ -108,7 +117,7 @@ import Testing
     /// it never removes a file between a store and the commit of its record.
     @Test func collectingWhileAnotherProcessStoresAndCommitsNeverRemovesAFileInUse() async throws {
         defer { directory.remove() }
-        let mirror = try await Mirror<AssetRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
+        let mirror = try await openMirror()
         let worker = try await Worker(directory)
         try worker.process.send("loop 20 200000")
         var collections = 0
@@ -122,8 +131,7 @@ import Testing
         for record in mirror.dataModel {
             #expect(try await mirror.data(for: record.file) == AssetPayload.bytes(name: record.id, size: record.file.size))
         }
-        try worker.process.send("quit")
-        #expect(try await worker.process.waitForExit() == 0)
+        try await worker.quit()
     }
 
     /// The worker kills itself at a chosen call while it stores a 3 MiB asset (copied in
@@ -139,7 +147,7 @@ import Testing
         #expect(try await worker.process.waitForExit() == 128 + SIGKILL)
         #expect(!worker.lines.items.contains { $0.hasPrefix("committed") })
 
-        let mirror = try await Mirror<AssetRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
+        let mirror = try await openMirror()
         #expect(mirror.dataModel.isEmpty)
         _ = try await mirror.removeUnreferencedAssets()
         #expect(assetFiles().isEmpty)
@@ -172,7 +180,7 @@ import Testing
                 acknowledged.insert(String(line.dropFirst("committed ".count)))
             }
 
-            let mirror = try await Mirror<AssetRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
+            let mirror = try await openMirror()
             #expect(acknowledged.isSubset(of: Set(mirror.dataModel.map(\.id))), "seed \(seed)")
             _ = try await mirror.removeUnreferencedAssets()
             #expect(leftovers().isEmpty)

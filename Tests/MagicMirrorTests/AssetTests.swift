@@ -99,6 +99,19 @@ func expectMirrorError<Value>(
         #expect(try await mirror.data(for: empty) == Data())
     }
 
+    @Test func aPrivateZonesAssetsAreAsPrivateAsItsRecords() async throws {
+        defer { directory.remove() }
+        let mirror = try await Mirror<AssetRecord>(database: try open(), scope: .private, user: "alice")
+        let asset = try await mirror.storeAsset(Data("secret".utf8))
+        let assets = directory.url.appendingPathComponent("private/alice/AssetRecord/assets")
+        #expect(try JSONFileTestSupport.mode(assets) & 0o777 == 0o700)
+        #expect(try JSONFileTestSupport.mode(assets.appendingPathComponent(asset.digest)) & 0o777 == 0o400)
+        for name in JSONFileTestSupport.names(in: assets) where !Asset.isDigest(name) {
+            #expect(try JSONFileTestSupport.mode(assets.appendingPathComponent(name)) & 0o077 == 0, "\(name)")
+        }
+        #expect(try await mirror.data(for: asset) == Data("secret".utf8))
+    }
+
     @Test func aMissingSourceFileIsNotFound() async throws {
         defer { directory.remove() }
         let mirror = try await Mirror<AssetRecord>(database: try open())

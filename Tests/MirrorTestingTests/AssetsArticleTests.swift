@@ -1,31 +1,11 @@
-import Foundation
 import Testing
 
 /// The article "Assets" shows code that Tests/MagicMirrorTests/AssetsArticleTests.swift
-/// compiles and runs: this suite keeps the two identical (with the extraction of
-/// ``DocumentationArticleTests``).
+/// compiles and runs: this suite keeps the two identical.
 @Suite struct AssetsArticleTests {
-    private static let packageRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()    // MirrorTestingTests
-        .deletingLastPathComponent()    // Tests
-        .deletingLastPathComponent()
-
-    private func read(_ path: String) throws -> String {
-        try String(contentsOf: Self.packageRoot.appendingPathComponent(path), encoding: .utf8)
-    }
-
     @Test func everySwiftBlockOfTheArticleIsInTheCompiledTest() throws {
-        let articlePath = "Sources/MagicMirror/Documentation.docc/Assets.md"
-        let testPath = "Tests/MagicMirrorTests/AssetsArticleTests.swift"
-        let article = try read(articlePath)
-        let tests = try read(testPath)
-        #expect(article.hasPrefix("# Assets\n"))
-        let blocks = DocumentationArticleTests.swiftCodeBlocks(in: article)
-        #expect(blocks.count == 6)
-        for block in blocks {
-            #expect(tests.contains(block), "this block of \(articlePath) is not in \(testPath) as it is:\n\(block)")
-        }
-        let landing = try read("Sources/MagicMirror/Documentation.docc/MagicMirror.md")
-        #expect(landing.contains("<doc:Assets>"))
+        try DocumentationArticleTests.expectArticle(
+            "Sources/MagicMirror/Documentation.docc/Assets.md", title: "Assets", blockCount: 6,
+            compiledIn: "Tests/MagicMirrorTests/AssetsArticleTests.swift")
     }
 }
