@@ -201,17 +201,15 @@ final class JSONFileAssetStore: Sendable {
 
     // MARK: Committing records that refer to assets
 
-    /// Runs `commit` of `operations` after checking that every asset they refer to is
-    /// stored, holding `lock` shared throughout so that no collection removes one meanwhile.
+    /// Runs `commit` of records that refer to `referenced` after checking that every one of
+    /// those assets is stored, holding `lock` shared throughout so that no collection removes
+    /// one meanwhile; once committed, they leave this writer's lease.
     ///
-    /// - Throws: ``MirrorError/Kind/invalidRecord`` for a `"$asset"` value that is not a
-    ///   digest, ``MirrorError/Kind/notFound`` for a missing asset; nothing is committed then.
+    /// - Throws: ``MirrorError/Kind/notFound`` for a missing asset; nothing is committed then.
     func committing(
-        _ operations: [RecordOperation], _ commit: () async throws -> CommitOutcome
+        _ referenced: Set<String>, recordIDs: [String], _ commit: () async throws -> CommitOutcome
     ) async throws -> CommitOutcome {
-        let digests = try AssetReferences.digests(in: operations).sorted()
-        if digests.isEmpty { return try await commit() }
-        let recordIDs = operations.map(\.recordID)
+        let digests = referenced.sorted()
         guard let directory = try openDirectory(create: false) else {
             throw missing(digests[0], recordIDs: recordIDs)
         }

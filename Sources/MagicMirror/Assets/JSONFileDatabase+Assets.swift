@@ -81,6 +81,19 @@ extension JSONFileDatabase: AssetDatabase {
         }
     }
 
+    /// Runs `commit` of `operations`; when they refer to assets, only while every one of
+    /// them is stored (see ``JSONFileAssetStore/committing(_:recordIDs:_:)``).
+    ///
+    /// - Throws: ``MirrorError/Kind/invalidRecord`` for a `"$asset"` value that is not a
+    ///   digest, ``MirrorError/Kind/notFound`` for a missing asset; nothing is committed then.
+    func committingAssetReferences(
+        of operations: [RecordOperation], in zone: ZoneID, _ commit: () async throws -> CommitOutcome
+    ) async throws -> CommitOutcome {
+        let digests = try AssetReferences.digests(in: operations)
+        if digests.isEmpty { return try await commit() }
+        return try await assetStore(zone).committing(digests, recordIDs: operations.map(\.recordID), commit)
+    }
+
     /// The asset store of a zone, after loading the zone (which validates its name and
     /// creates its directories).
     func assetStore(_ zone: ZoneID) throws(MirrorError) -> JSONFileAssetStore {

@@ -227,7 +227,7 @@ public final class JSONFileDatabase: RecordDatabase {
             return CommitOutcome(results: [], token: try handle.read { $0.token })
         }
         // Records that refer to assets are committed only while their files exist.
-        let outcome = try await assetStore(zone).committing(operations) {
+        let outcome = try await committingAssetReferences(of: operations, in: zone) {
             try await handle.commit(
                 operations, durable: options.durability == .durable,
                 compactionThreshold: options.compactionThreshold)
