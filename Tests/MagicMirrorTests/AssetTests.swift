@@ -154,7 +154,8 @@ func expectMirrorError<Value>(
         let database = try open()
         let digest = SHA256.hex(of: Array("never stored".utf8))
         let save = jsonSave("r", ["file": ["$asset": digest, "size": 12] as [String: any Sendable]])
-        await expectMirrorError(.notFound) { try await database.commit([save], to: zone) }
+        let refused = await expectMirrorError(.notFound) { try await database.commit([save], to: zone) }
+        #expect(refused?.nothingStored == true)
         #expect(try await database.fetchAll(in: zone).records.isEmpty)
 
         // Through a mirror: an asset of another zone is not in this one.
@@ -171,7 +172,8 @@ func expectMirrorError<Value>(
         defer { directory.remove() }
         let database = try open()
         let hostile = jsonSave("bad", ["file": ["$asset": value, "size": 1] as [String: any Sendable]])
-        await expectMirrorError(.invalidRecord) { try await database.commit([hostile], to: zone) }
+        let refused = await expectMirrorError(.invalidRecord) { try await database.commit([hostile], to: zone) }
+        #expect(refused?.nothingStored == true)
 
         // A writer that bypasses the check (another program appending to the journal):
         // the record is reported and skipped, the others load, nothing outside is touched.

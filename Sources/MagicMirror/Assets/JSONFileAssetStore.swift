@@ -201,26 +201,26 @@ final class JSONFileAssetStore: Sendable {
 
     // MARK: Committing records that refer to assets
 
-    /// Runs `commit` of records that refer to `referenced` after checking that every one of
-    /// those assets is stored, holding `lock` shared throughout so that no collection removes
-    /// one meanwhile; once committed, they leave this writer's lease.
+    /// Checks that every asset in `referenced` is stored and takes `lock` shared, so that
+    /// no collection removes one until the returned descriptor is closed: hold it until the
+    /// records that refer to them are committed, then call ``committed(_:)``.
     ///
-    /// - Throws: ``MirrorError/Kind/notFound`` for a missing asset; nothing is committed then.
-    func committing(
-        _ referenced: Set<String>, recordIDs: [String], _ commit: () async throws -> CommitOutcome
-    ) async throws -> CommitOutcome {
+    /// - Throws: ``MirrorError/Kind/notFound`` for a missing asset,
+    ///   ``MirrorError/Kind/corruptEntry`` for one replaced by something else than a file.
+    func holdReferences(_ referenced: Set<String>, recordIDs: [String]) async throws(MirrorError) -> Int32 {
         let digests = referenced.sorted()
         guard let directory = try openDirectory(create: false) else {
             throw missing(digests[0], recordIDs: recordIDs)
         }
         defer { close(directory) }
         let lockFD = try await lockAsynchronously(directory, shared: true)
-        defer { close(lockFD) }
         for digest in digests {
             guard let info = JSONFileIO.info(at: directory, digest) else {
+                close(lockFD)
                 throw missing(digest, recordIDs: recordIDs)
             }
             if info.isSymbolicLink || info.isDirectory {
+                close(lockFD)
                 throw located(MirrorError(
                     .corruptEntry,
                     "\(path(digest)) is not an asset file (another program replaced it); the records "
@@ -228,9 +228,13 @@ final class JSONFileAssetStore: Sendable {
                     recordIDs: recordIDs, file: path(digest)))
             }
         }
-        let outcome = try await commit()
-        if outcome.isApplied { releaseFromLease(Set(digests)) }
-        return outcome
+        return lockFD
+    }
+
+    /// Records that refer to `digests` were committed: the assets leave this writer's lease.
+    /// Call it while holding the descriptor ``holdReferences(_:recordIDs:)`` returned.
+    func committed(_ digests: Set<String>) {
+        releaseFromLease(digests)
     }
 
     private func missing(_ digest: String, recordIDs: [String]) -> MirrorError {

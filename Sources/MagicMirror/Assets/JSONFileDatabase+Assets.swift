@@ -82,16 +82,32 @@ extension JSONFileDatabase: AssetDatabase {
     }
 
     /// Runs `commit` of `operations`; when they refer to assets, only while every one of
-    /// them is stored (see ``JSONFileAssetStore/committing(_:recordIDs:_:)``).
+    /// them is stored, and no collection can remove them until the commit is done (see
+    /// ``JSONFileAssetStore/holdReferences(_:recordIDs:)``).
     ///
     /// - Throws: ``MirrorError/Kind/invalidRecord`` for a `"$asset"` value that is not a
-    ///   digest, ``MirrorError/Kind/notFound`` for a missing asset; nothing is committed then.
+    ///   digest, ``MirrorError/Kind/notFound`` for a missing asset; nothing is stored then
+    ///   (``MirrorError/nothingStored``).
     func committingAssetReferences(
         of operations: [RecordOperation], in zone: ZoneID, _ commit: () async throws -> CommitOutcome
     ) async throws -> CommitOutcome {
-        let digests = try AssetReferences.digests(in: operations)
+        let digests = try MirrorError.beforeStoring { () throws(MirrorError) in
+            try AssetReferences.digests(in: operations)
+        }
         if digests.isEmpty { return try await commit() }
-        return try await assetStore(zone).committing(digests, recordIDs: operations.map(\.recordID), commit)
+        let store = try MirrorError.beforeStoring { () throws(MirrorError) in try assetStore(zone) }
+        let lockFD: Int32
+        do {
+            lockFD = try await store.holdReferences(digests, recordIDs: operations.map(\.recordID))
+        } catch {
+            var failure = error
+            failure.nothingStored = true
+            throw failure
+        }
+        defer { close(lockFD) }
+        let outcome = try await commit()
+        if outcome.isApplied { store.committed(digests) }
+        return outcome
     }
 
     /// The asset store of a zone, after loading the zone (which validates its name and
