@@ -249,6 +249,16 @@ func expectMirrorError<Value>(
         #expect(JSONFileTestSupport.names(in: outside.url).isEmpty)
     }
 
+    @Test func aZoneDirectoryRemovedByAnotherProgramIsAClearError() async throws {
+        defer { directory.remove() }
+        let mirror = try await Mirror<AssetRecord>(database: try open())
+        let asset = try await mirror.storeAsset(Data("x".utf8))
+        try FileManager.default.removeItem(at: directory.url.appendingPathComponent("public/AssetRecord"))
+        await expectMirrorError(.notFound) { try await mirror.storeAsset(Data("y".utf8)) }
+        await expectMirrorError(.notFound) { try await mirror.data(for: asset) }
+        #expect(try await mirror.removeUnreferencedAssets() == 0)
+    }
+
     @Test func aDatabaseThatDoesNotStoreAssetsSaysSo() async throws {
         let mirror = try await Mirror<AssetRecord>(database: InMemoryDatabase())
         await expectMirrorError(.unsupported) { try await mirror.storeAsset(Data("x".utf8)) }

@@ -89,7 +89,11 @@ final class JSONFileAssetStore: Sendable {
         durable: Bool, isCancelled: () -> Bool,
         read: (UnsafeMutableRawBufferPointer) throws(MirrorError) -> Int
     ) throws(MirrorError) -> Asset {
-        let directory = try openDirectory(create: true)!
+        guard let directory = try openDirectory(create: true) else {
+            throw located(MirrorError(
+                .notFound, "the directory of \(zone) was removed by another program while it was open",
+                file: directoryPath))
+        }
         defer { close(directory) }
         try withLock(directory, shared: true) { () throws(MirrorError) in try openLease(directory) }
 
@@ -367,7 +371,9 @@ final class JSONFileAssetStore: Sendable {
         var parent = context.rootFD
         var current = context.rootPath
         var opened: [Int32] = []
-        defer { for fd in opened.dropLast() { close(fd) } }
+        var result: Int32 = -1
+        // Every directory opened on the way, except the one returned.
+        defer { for fd in opened where fd != result { close(fd) } }
         let components = JSONFileZone.components(of: zone) + [Self.directoryName]
         for (index, name) in components.enumerated() {
             current += "/" + name
@@ -405,7 +411,8 @@ final class JSONFileAssetStore: Sendable {
             opened.append(fd)
             parent = fd
         }
-        return parent
+        result = parent
+        return result
     }
 
     /// Opens `lock` in the assets directory.
