@@ -197,6 +197,12 @@ func expectMirrorError<Value>(
         #expect(mirror.dataModel.map(\.id) == ["good"])
         try await errors.errors.wait("the bad record reported") { $0.contains { $0.kind == .decodingFailed } }
         #expect(try await mirror.data(for: good) == Data("good".utf8))
+        // A record that claims an enormous size for a real asset gets a clear error, not a
+        // failed allocation.
+        let huge = try JSONDecoder().decode(
+            Asset.self, from: Data(#"{"$asset":"\#(good.digest)","size":1125899906842624}"#.utf8))
+        await expectMirrorError(.corruptEntry) { try await mirror.data(for: huge) }
+        await expectMirrorError(.corruptEntry) { try await mirror.fileURL(for: huge) }
         #expect(try await mirror.removeUnreferencedAssets() == 0)
         #expect(assetFiles() == [good.digest])
     }
@@ -247,6 +253,31 @@ func expectMirrorError<Value>(
         await expectMirrorError(.permissionDenied) { try await mirror.storeAsset(Data("x".utf8)) }
         await expectMirrorError(.permissionDenied) { try await mirror.removeUnreferencedAssets() }
         #expect(JSONFileTestSupport.names(in: outside.url).isEmpty)
+    }
+
+    /// A store that cannot write or flush its copy fails with the disk's error, leaves no
+    /// file behind, and the next store works.
+    @Test(arguments: [(FileSystem.Operation.write, ENOSPC), (.fsync, EIO), (.rename, EIO)])
+    func aStoreTheDiskRefusesLeavesNothing(operation: FileSystem.Operation, code: Int32) async throws {
+        defer { directory.remove() }
+        let database = try open()
+        let mirror = try await Mirror<AssetRecord>(database: database)
+        _ = try await mirror.storeAsset(Data("first".utf8))  // the directory and lease exist now
+        let flushesBefore = database.fileSystem.count(.fsync)
+        _ = try await mirror.storeAsset(Data("second".utf8))
+        // The copy, then the directory after the rename: both flushed before the store returns.
+        #expect(database.fileSystem.count(.fsync) - flushesBefore == 2)
+
+        database.fileSystem.failNext(operation, errno: code)
+        let error = await expectMirrorError(code == ENOSPC ? .diskFull : .ioFailure) {
+            try await mirror.storeAsset(AssetPayload.bytes(name: "refused", size: 100_000))
+        }
+        #expect(error?.recordType == "AssetRecord")
+        #expect(!assetFiles().contains(SHA256.hex(of: AssetPayload.bytes(name: "refused", size: 100_000))))
+        #expect(JSONFileTestSupport.names(in: assetsDirectory).filter { $0.hasPrefix("tmp.") }.isEmpty)
+        #expect(assetFiles().count == 2)
+        let again = try await mirror.storeAsset(AssetPayload.bytes(name: "refused", size: 100_000))
+        #expect(try await mirror.data(for: again) == AssetPayload.bytes(name: "refused", size: 100_000))
     }
 
     @Test func aZoneDirectoryRemovedByAnotherProgramIsAClearError() async throws {

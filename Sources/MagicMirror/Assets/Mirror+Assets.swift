@@ -60,7 +60,9 @@ extension Mirror {
     /// - Throws: ``MirrorError/Kind/notFound`` when another program removed the file,
     ///   ``MirrorError/Kind/corruptEntry`` when it changed it.
     public func data(for asset: Asset) async throws -> Data {
-        var data = Data(capacity: asset.size)
+        // The size comes from a record, which anyone may have written: reserve no more than
+        // a reasonable piece up front; the read checks the size against the file.
+        var data = Data(capacity: min(asset.size, 1 << 26))
         for try await piece in contents(of: asset) { data.append(piece) }
         return data
     }
