@@ -9,6 +9,9 @@ import Foundation
 ///
 /// ## Implementation requirements
 ///
+/// `AssetDatabaseConformance` in the MirrorTesting module checks each point; run it on
+/// your implementation as you run `RecordDatabaseConformance`.
+///
 /// 1. **Before the record.** When a store returns, the file is durable (for a durable
 ///    database); a commit whose saved fields refer to an asset (a JSON object with the key
 ///    `"$asset"`) that is not stored in the zone is refused with
