@@ -61,7 +61,9 @@ extension JSONFileDatabase: AssetDatabase {
             let store = try self.assetStore(zone)
             return (store, try store.open(asset))
         }
-        return AsyncThrowingStream { try await reader.next() }
+        // Each piece is read and hashed on a dispatch thread, not on one of the few threads
+        // tasks run on.
+        return AsyncThrowingStream { try await runBlocking { () throws(MirrorError) in try reader.next() } }
     }
 
     @discardableResult
@@ -182,7 +184,8 @@ final class AssetReader: Sendable {
     }
 
     /// The next piece, or `nil` after the last one once the bytes matched the asset.
-    func next() async throws(MirrorError) -> Data? {
+    /// Blocks while it reads.
+    func next() throws(MirrorError) -> Data? {
         try state.withLock { state throws(MirrorError) -> Data? in
             if state.finished { return nil }
             if state.fd < 0 {
