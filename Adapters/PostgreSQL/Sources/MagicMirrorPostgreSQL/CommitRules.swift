@@ -39,7 +39,9 @@ enum CommitRules {
             produced.append(
                 StoredRecord(
                     id: operation.recordID, version: version + 1, fields: fields,
-                    modified: operation.timestamp, writer: writer))
+                    modified: operation.timestamp, writer: writer,
+                    // Kept from a live record; a save over nothing or a tombstone creates it.
+                    created: current.flatMap { $0.isDeleted ? nil : $0.created } ?? operation.timestamp))
             conflicts.append(nil)
         }
         guard conflicted else { return .apply(produced) }
