@@ -54,6 +54,15 @@ extension Subprocess {
         }
     }
 
+    /// The next line of standard output, as a JSON object.
+    func nextObject(timeout: Duration = .seconds(60)) async throws -> [String: Any] {
+        let line = try await nextLine(timeout: timeout)
+        guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+            throw SubprocessError("not a JSON object: \(line)")
+        }
+        return object
+    }
+
     /// Interrupts the process as Ctrl-C would and waits for it to end.
     func stop() async throws {
         kill(SIGINT)
