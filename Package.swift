@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "MirrorTesting", targets: ["MirrorTesting"]),
         // The example's console, for mirror-todo-postgres in Adapters/PostgreSQL.
         .library(name: "TodoConsoleKit", targets: ["TodoConsoleKit"]),
+        // Child processes for tests (posix_spawn), for Adapters/PostgreSQL's tests; not API.
+        .library(name: "MirrorTestSupport", targets: ["MirrorTestSupport"]),
     ],
     dependencies: [],
     targets: [

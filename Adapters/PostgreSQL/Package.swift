@@ -23,6 +23,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // mirror-todo on a server: the root package's console (TodoConsoleKit), another database.
+        .executableTarget(
+            name: "mirror-todo-postgres",
+            dependencies: [
+                "MagicMirrorPostgreSQL",
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "TodoConsoleKit", package: "MagicMirror"),
+            ],
+            path: "Examples/TodoPostgres"
+        ),
         // One real process of the multi-process tests.
         .executableTarget(
             name: "pg-mirror-worker",
@@ -39,7 +49,9 @@ let package = Package(
             dependencies: [
                 "MagicMirrorPostgreSQL",
                 "pg-mirror-worker",
+                "mirror-todo-postgres",
                 .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MirrorTestSupport", package: "MagicMirror"),
                 .product(name: "MirrorTesting", package: "MagicMirror"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

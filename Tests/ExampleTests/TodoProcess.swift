@@ -46,14 +46,6 @@ enum Todo {
 }
 
 extension Subprocess {
-    /// The next line of standard output.
-    func nextLine(timeout: Duration) async throws -> String {
-        try await withSubprocessTimeout(timeout, "no line on standard output; standard error: \(standardError)") {
-            for await line in self.lines { return line }
-            throw SubprocessError("the process ended; standard error: \(self.standardError)")
-        }
-    }
-
     /// The next line of standard output, as a JSON object.
     func nextObject(timeout: Duration = .seconds(60)) async throws -> [String: Any] {
         let line = try await nextLine(timeout: timeout)

@@ -41,15 +41,13 @@ struct PostgreSQLProcessTests {
         url: String, count: Int, meanwhile: (@Sendable () async throws -> Void)? = nil
     ) async throws -> [String] {
         let names = ["a", "b", "c"]
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("pg-mirror-worker")
-        let resolved = FileManager.default.fileExists(atPath: executable.path)
-            ? executable
-            : Bundle.main.bundleURL.appendingPathComponent("pg-mirror-worker")
         return try await withThrowingTaskGroup(of: String.self) { group in
             for worker in names {
                 group.addTask {
-                    try await Self.run(resolved, [url, worker, String(count), names.joined(separator: ",")])
+                    let (status, output, errors) = try await PackageExecutable.run(
+                        "pg-mirror-worker", [url, worker, String(count), names.joined(separator: ",")],
+                        timeout: .seconds(300))
+                    return status == 0 ? output : "\(output) (status \(status)) \(errors)"
                 }
             }
             if let meanwhile { try await meanwhile() }
@@ -57,26 +55,5 @@ struct PostgreSQLProcessTests {
             for try await output in group { outputs.append(output) }
             return outputs
         }
-    }
-
-    /// Runs a process to its end (at most 180 s) and returns what it printed.
-    private static func run(_ executable: URL, _ arguments: [String]) async throws -> String {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("worker-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: output) }
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(180))
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        }
-        defer { watchdog.cancel() }
-        let _: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
-        return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
     }
 }
