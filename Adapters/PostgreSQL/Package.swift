@@ -33,6 +33,19 @@ let package = Package(
             ],
             path: "Examples/TodoPostgres"
         ),
+        // The adapter's benchmark: Scripts/with-postgres.sh swift run -c release mirror-bench-postgres.
+        // Measurement.swift and BenchRecord.swift are links to mirror-bench's, so that the
+        // --json shape and the record are the same.
+        .executableTarget(
+            name: "mirror-bench-postgres",
+            dependencies: [
+                "MagicMirrorPostgreSQL",
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/PostgresBench"
+        ),
         // One real process of the multi-process tests.
         .executableTarget(
             name: "pg-mirror-worker",
