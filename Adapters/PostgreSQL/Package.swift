@@ -34,7 +34,7 @@ let package = Package(
             path: "Examples/TodoPostgres"
         ),
         // The adapter's benchmark: Scripts/with-postgres.sh swift run -c release mirror-bench-postgres.
-        // Measurement.swift and BenchRecord.swift are links to mirror-bench's, so that the
+        // Measurement.swift, BenchRecord.swift and ChildProcess.swift are links to mirror-bench's, so that the
         // --json shape and the record are the same.
         .executableTarget(
             name: "mirror-bench-postgres",

@@ -94,8 +94,8 @@ struct PostgresBench {
             let databaseURL = Self.url(url, database: name)
             let database = try await PostgreSQLDatabase(url: databaseURL)
             _ = try await database.currentToken(in: Self.zone)
-            let child = try WatchingChild(url: databaseURL, expected: count)
-            defer { child.stop() }
+            let child = try ChildProcess.launch(["--child-watch", databaseURL, String(count)])
+            defer { child.terminate() }
             guard try child.readLine() == "ready" else { throw BenchError("the watching process did not start") }
             var committed: [String: Double] = [:]
             var latencies: [Double] = []
@@ -231,41 +231,4 @@ struct PostgresBench {
 struct BenchError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// The second process of `propagate`: this executable in `--child-watch` mode.
-final class WatchingChild {
-    private let process = Process()
-    private let output: FileHandle
-    private var buffer = Data()
-
-    init(url: String, expected: Int) throws {
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
-        #if os(Linux)
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        #endif
-        process.arguments = ["--child-watch", url, String(expected)]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        output = pipe.fileHandleForReading
-        try process.run()
-    }
-
-    /// The next line the child printed, or nil at its end.
-    func readLine() throws -> String? {
-        while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }
-            let chunk = output.availableData
-            if chunk.isEmpty { return buffer.isEmpty ? nil : String(decoding: buffer, as: UTF8.self) }
-            buffer.append(chunk)
-        }
-    }
-
-    func stop() {
-        if process.isRunning { process.terminate() }
-    }
 }
