@@ -224,7 +224,7 @@ import Testing
         let (residentBefore, descriptorsBefore, residentAfter, descriptorsAfter) =
             (numbers[0], numbers[1], numbers[2], numbers[3])
         print("RELIABILITY open-close\(mode.joined()): cycles=\(cycles) rss-kib=\(residentBefore)->\(residentAfter) fds=\(descriptorsBefore)->\(descriptorsAfter)")
-        #expect(descriptorsAfter == descriptorsBefore)
+        #expect(descriptorsAfter <= descriptorsBefore, "descriptors grew")
         // The leak found before grew 0.5-0.75 KiB per database, 1,500 KiB here or more;
         // allocator noise measured 26-100 bytes per cycle.
         #expect(residentAfter - residentBefore < cycles / 4, "grew \(residentAfter - residentBefore) KiB")
