@@ -4,7 +4,9 @@ import MagicMirror
 /// MagicMirror's database without a mirror: each record encoded with `JSONEncoder` and
 /// committed to a `JSONFileDatabase` (durable, the default) with `commit(_:to:)`, the level
 /// GRDB's record API works at. Beside ``MirrorStore`` it shows what the mirror adds.
-struct JSONFileStore: PeerStore {
+/// A class, so that the bookkeeping below is never copied (a struct behind `any PeerStore`
+/// would copy it on every change, a cost that grows with the store).
+final class JSONFileStore: PeerStore {
     static let name = "MagicMirror database"
     static let zone = ZoneID.public(BenchRecord.recordType)
     let database: JSONFileDatabase
@@ -13,11 +15,11 @@ struct JSONFileStore: PeerStore {
     var versions: [String: Int] = [:]
     var clock = 0
 
-    init(directory: URL) async throws {
+    required init(directory: URL) async throws {
         database = try JSONFileDatabase(directory: MirrorStore.databaseURL(in: directory))
     }
 
-    mutating func operation(_ record: BenchRecord) throws -> RecordOperation {
+    func operation(_ record: BenchRecord) throws -> RecordOperation {
         clock += 1
         let base = versions[record.recordID] ?? 0
         versions[record.recordID] = base + 1
@@ -26,18 +28,18 @@ struct JSONFileStore: PeerStore {
             timestamp: HLCTimestamp(millis: 1_763_700_000_000 + Int64(clock)))
     }
 
-    mutating func insert(_ record: BenchRecord) async throws {
+    func insert(_ record: BenchRecord) async throws {
         try await commit([operation(record)])
     }
 
-    mutating func insert(batch records: [BenchRecord]) async throws {
+    func insert(batch records: [BenchRecord]) async throws {
         var operations: [RecordOperation] = []
         operations.reserveCapacity(records.count)
         for record in records { operations.append(try operation(record)) }
         try await commit(operations)
     }
 
-    mutating func update(_ record: BenchRecord) async throws {
+    func update(_ record: BenchRecord) async throws {
         try await commit([operation(record)])
     }
 
@@ -46,7 +48,7 @@ struct JSONFileStore: PeerStore {
         guard outcome.isApplied else { throw PeerError("a commit conflicted") }
     }
 
-    mutating func settle() async throws {
+    func settle() async throws {
         try await database.compact(Self.zone)
     }
 

@@ -4,7 +4,9 @@ import MagicMirror
 /// MagicMirror as an application uses it: a `Mirror` over a `JSONFileDatabase` with durable
 /// commits (the default), each change made to `dataModel` and followed by `flush()`, which
 /// returns once the change is on the disk.
-struct MirrorStore: PeerStore {
+/// A class, so that the bookkeeping below is never copied (a struct behind `any PeerStore`
+/// would copy it on every change, a cost that grows with the store).
+final class MirrorStore: PeerStore {
     static let name = "MagicMirror"
     let database: JSONFileDatabase
     let mirror: Mirror<BenchRecord>
@@ -13,18 +15,18 @@ struct MirrorStore: PeerStore {
 
     static func databaseURL(in directory: URL) -> URL { directory.appendingPathComponent("db") }
 
-    init(directory: URL) async throws {
+    required init(directory: URL) async throws {
         database = try JSONFileDatabase(directory: Self.databaseURL(in: directory))
         mirror = try await Mirror<BenchRecord>(database: database)
     }
 
-    mutating func insert(_ record: BenchRecord) async throws {
+    func insert(_ record: BenchRecord) async throws {
         positions[record.id] = mirror.dataModel.count
         mirror.dataModel.append(record)
         try await mirror.flush()
     }
 
-    mutating func insert(batch records: [BenchRecord]) async throws {
+    func insert(batch records: [BenchRecord]) async throws {
         var position = mirror.dataModel.count
         for record in records {
             positions[record.id] = position
@@ -34,13 +36,13 @@ struct MirrorStore: PeerStore {
         try await mirror.flush()
     }
 
-    mutating func update(_ record: BenchRecord) async throws {
+    func update(_ record: BenchRecord) async throws {
         guard let position = positions[record.id] else { throw PeerError("no record \(record.id)") }
         mirror.dataModel[position] = record
         try await mirror.flush()
     }
 
-    mutating func settle() async throws {
+    func settle() async throws {
         try await database.compact(.public(BenchRecord.recordType))
     }
 
