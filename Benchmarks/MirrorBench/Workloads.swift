@@ -26,7 +26,7 @@ struct Sizes {
 enum Workloads {
     static let names = [
         "insert-durable", "insert-relaxed", "update-at-scale", "batch-insert", "open",
-        "mutate-one", "propagate", "compact", "view-update", "asset",
+        "mutate-one", "propagate", "compact", "view-update", "asset", "fsync-shapes",
     ]
 
     static let zone = ZoneID.public(BenchRecord.recordType)
@@ -43,6 +43,7 @@ enum Workloads {
         case "compact": return [try await compact(count: sizes.compact)]
         case "view-update": return try await viewUpdate(sizes)
         case "asset": return try await asset(sizes)
+        case "fsync-shapes": return try fsyncShapes(count: sizes.updates)
         default: preconditionFailure("unknown workload \(name)")
         }
     }
