@@ -125,8 +125,8 @@ public final class Mirror<Record: Recordable>: Sendable {
     let pullWakeup = Wakeup()
     let workers = Mutex<[Task<Void, Never>]>([])
     let membership = Mutex<ZoneHubMembership?>(nil)
-    let encoder = RecordCoder.makeEncoder()
-    let decoder = RecordCoder.makeDecoder()
+    /// Decodes stored records of any schema version and encodes records to store.
+    let schema = SchemaCoder<Record>()
     let currentZone: Mutex<ZoneID>
     /// The user session a private mirror follows, and what following it takes.
     let account: MirrorAccountLink<Record>
@@ -171,7 +171,7 @@ public final class Mirror<Record: Recordable>: Sendable {
         let membership = try ZoneHub.join(self, database: database, zone: zone)
         self.membership.withLock { $0 = membership }
         let set = try await database.fetchAll(in: zone)
-        let decoded = RecordBatchCoding.decodeInOrder(set.records, as: Record.self, with: decoder)
+        let decoded = schema.decodeInOrder(set.records)
         let effects = core.withLock { state in
             state.load(set, decoded: decoded)
             return state.drain(owner: self)
