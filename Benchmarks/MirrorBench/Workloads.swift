@@ -24,7 +24,7 @@ struct Sizes {
 enum Workloads {
     static let names = [
         "insert-durable", "insert-relaxed", "update-at-scale", "batch-insert", "open",
-        "mutate-one", "propagate", "compact", "view-update",
+        "mutate-one", "propagate", "compact", "view-update", "migrate",
     ]
 
     static let zone = ZoneID.public(BenchRecord.recordType)
@@ -40,6 +40,7 @@ enum Workloads {
         case "propagate": return [try await propagate(count: sizes.propagate)]
         case "compact": return [try await compact(count: sizes.compact)]
         case "view-update": return try await viewUpdate(sizes)
+        case "migrate": return try await migrate(count: sizes.open)
         default: preconditionFailure("unknown workload \(name)")
         }
     }
