@@ -57,27 +57,43 @@ extension Mirror {
     /// Commits the migrated form of `records` based on their versions, leaving out those
     /// that do not decode after migration or that another writer changed meanwhile.
     private func rewrite(_ records: ArraySlice<StoredRecord>, in zone: ZoneID) async throws -> Int {
-        var operations: [RecordOperation] = []
-        operations.reserveCapacity(records.count)
+        // A record the mirror shows from this very stored version decoded already.
+        let shown = core.withLock { state in
+            Set(records.filter { record in
+                state.shadow[record.id]?.version == record.version && state.present[record.id] != nil
+                    && state.pending[record.id] == nil && state.inFlight[record.id] == nil
+            }.map(\.id))
+        }
         var migrated: [StoredRecord] = []
+        var unchecked: [StoredRecord] = []
         migrated.reserveCapacity(records.count)
         for record in records {
             guard let fields = record.fields, let current = try? schema.migrate(fields) else { continue }
             var copy = record
             copy.fields = current
-            migrated.append(copy)
+            if shown.contains(record.id) { migrated.append(copy) } else { unchecked.append(copy) }
         }
-        for (record, result) in zip(migrated, schema.decodeInOrder(migrated)) {
-            guard case .success? = result, let fields = record.fields else { continue }
-            operations.append(.save(
-                record.id, fields: fields, baseVersion: record.version,
-                timestamp: HLCTimestamp(millis: record.modified.millis, counter: record.modified.counter &+ 1)))
+        for (record, result) in zip(unchecked, schema.decodeInOrder(unchecked)) {
+            if case .success? = result { migrated.append(record) }
+        }
+        var operations = migrated.map { record in
+            RecordOperation.save(
+                record.id, fields: record.fields!, baseVersion: record.version,
+                timestamp: HLCTimestamp(millis: record.modified.millis, counter: record.modified.counter &+ 1))
         }
         while !operations.isEmpty {
             let outcome = try await database.commit(operations, to: zone)
             if outcome.isApplied {
+                let pullDue = core.withLock { state in
+                    // The rewrite stores what the mirror shows: a pull need not decode it again.
+                    for case .applied(let stored) in outcome.results
+                    where state.shadow[stored.id]?.version == stored.version - 1 && state.present[stored.id] != nil {
+                        state.shadow[stored.id] = stored
+                    }
+                    return state.hint(outcome.token)
+                }
+                if pullDue { pullWakeup.signal() }
                 membership.withLock { $0 }?.notifySiblings(upTo: outcome.token)
-                if core.withLock({ $0.hint(outcome.token) }) { pullWakeup.signal() }
                 return operations.count
             }
             // Changed by another writer since it was read (migrated by another process, or

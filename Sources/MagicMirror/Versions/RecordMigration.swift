@@ -49,8 +49,10 @@ public struct RecordMigration: Sendable {
     ///   - value: The value older records get, encoded as a mirror encodes records.
     /// - Returns: The migration.
     public static func add<Value: Encodable & Sendable>(_ name: String, default value: Value) -> RecordMigration {
-        RecordMigration("add \(String(reflecting: name))") { fields in
-            if !fields.contains(name) { try fields.set(name, to: value) }
+        // Encoded once, not once per record.
+        let member = Result { try RecordFields.member(name, encoding: value) }
+        return RecordMigration("add \(String(reflecting: name))") { fields in
+            if !fields.contains(name) { fields.members[name] = try member.get() }
         }
     }
 
