@@ -139,6 +139,8 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     /// `stored` the type does not know, and stamped with the schema version.
     package func fields(_ written: Data, over stored: Data?) -> Data {
         guard let stored else { return stamped(written) }
+        // The common case: a type without migrations saving every field it read.
+        if currentVersion == 1, StoredKeys.areCovered(stored, by: written) { return written }
         let storedForm = (try? migrate(stored)) ?? stored
         guard let storedMembers = JSONFieldMerge.members(of: storedForm),
               var members = JSONFieldMerge.members(of: written)
