@@ -50,8 +50,8 @@ import Testing
     @Test func anOlderAndANewerProcessEditTheSameRecordsAndLoseNothing() async throws {
         let directory = try TemporaryDirectory("versions-side-by-side")
         defer { directory.remove() }
-        let newer = try await VersionProcess("newer", schema: 2, directory: directory)
-        let older = try await VersionProcess("older", schema: 1, directory: directory)
+        let newer = try await MirrorProcess("newer", schema: 2, directory: directory)
+        let older = try await MirrorProcess("older", schema: 1, directory: directory)
         for (id, title, priority) in [("t1", "a", 3), ("t2", "b", 2), ("t3", "c", 1)] {
             try await newer.send("add \(id) \(title)")
             try await newer.send("priority \(id) \(priority)")
@@ -96,9 +96,9 @@ import Testing
         let directory = try TemporaryDirectory("versions-migrate-race")
         defer { directory.remove() }
         try await seedVersion1(300, in: directory)
-        var processes: [VersionProcess] = []
+        var processes: [MirrorProcess] = []
         for name in ["A", "B", "C"] {
-            processes.append(try await VersionProcess(name, schema: 2, directory: directory, ["--batch", "20"]))
+            processes.append(try await MirrorProcess(name, schema: 2, directory: directory, ["--batch", "20"]))
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for process in processes { group.addTask { try await process.send("migrate") } }
@@ -120,7 +120,7 @@ import Testing
         defer { directory.remove() }
         try await seedVersion1(1000, in: directory)
         // Kills itself with SIGKILL in the middle of a journal write, batches of 10 records.
-        let crashing = try await VersionProcess(
+        let crashing = try await MirrorProcess(
             "crashing", schema: 2, directory: directory, ["--batch", "10", "--crash-at", "write:30:20"])
         crashing.process.write("migrate\n")
         #expect(try await crashing.process.wait(timeout: testTimeout) == .signaled(SIGKILL))
@@ -135,7 +135,7 @@ import Testing
             $0.task.priority == nil && $0.task.schemaVersion == nil
         })
 
-        let resuming = try await VersionProcess("resuming", schema: 2, directory: directory, ["--batch", "10"])
+        let resuming = try await MirrorProcess("resuming", schema: 2, directory: directory, ["--batch", "10"])
         try await resuming.send("migrate")
         #expect(resuming.migratedCount == 1000 - migrated.count)
         let done = try await stored(in: directory)
@@ -146,39 +146,12 @@ import Testing
     }
 }
 
-/// A `mirror-worker versions` process.
-final class VersionProcess: Sendable {
-    let name: String
-    let process: Subprocess
-    let lines = AsyncCollector<String>()
-
-    init(_ name: String, schema: Int, directory: TemporaryDirectory, _ arguments: [String] = []) async throws {
-        self.name = name
-        let process = try Subprocess(
-            try JSONFileTestSupport.workerExecutable(),
-            ["versions", "--db", directory.path, "--schema", "\(schema)"] + arguments,
-            inheritStandardError: true, standardInput: true)
-        self.process = process
-        let lines = self.lines
-        Task {
-            for await line in process.lines { lines.append(line) }
-            lines.finish()
-        }
-        try await lines.wait("\(name) to load its mirror") { $0.contains { $0.hasPrefix("state ") } }
-    }
-
-    deinit { process.kill(SIGTERM) }
-
-    /// Sends a command and waits until the worker applied it.
-    func send(_ command: String) async throws {
-        let before = lines.items.count
-        process.write(command + "\n")
-        try await lines.wait("\(name) to apply \(command)") { lines in
-            lines[before...].contains { $0 == "ok \(command)" || $0.hasPrefix("error ") }
-        }
-        if let error = lines.items[before...].first(where: { $0.hasPrefix("error ") }) {
-            throw MirrorError(.invalidRecord, "\(name): \(command): \(error)")
-        }
+extension MirrorProcess {
+    /// Starts `mirror-worker versions` with the `Task` type of schema version `schema`.
+    convenience init(
+        _ name: String, schema: Int, directory: TemporaryDirectory, _ arguments: [String] = []
+    ) async throws {
+        try await self.init(name, command: "versions", directory: directory, ["--schema", "\(schema)"] + arguments)
     }
 
     /// The count of the last `migrated` line.
@@ -195,10 +168,5 @@ final class VersionProcess: Sendable {
             else { return false }
             return condition(objects.map { $0.mapValues { "\($0)" } })
         }
-    }
-
-    func quit() async throws -> Int32 {
-        process.write("quit\n")
-        return try await process.wait(timeout: testTimeout).status
     }
 }

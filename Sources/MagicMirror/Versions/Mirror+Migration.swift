@@ -59,7 +59,7 @@ extension Mirror {
     private func rewrite(_ records: ArraySlice<StoredRecord>, in zone: ZoneID) async throws -> Int {
         // A record the mirror shows from this very stored version decoded already.
         let shown = core.withLock { state in
-            Set(records.filter { record in
+            IDSet(records.filter { record in
                 state.shadow[record.id]?.version == record.version && state.present[record.id] != nil
                     && state.pending[record.id] == nil && state.inFlight[record.id] == nil
             }.map(\.id))

@@ -80,8 +80,8 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     }
 
     /// Decodes the fields of every live record in `records`, by record id.
-    package func decode(_ records: some Collection<StoredRecord>) -> [String: Result<Record, any Error>] {
-        var results: [String: Result<Record, any Error>] = [:]
+    package func decode(_ records: some Collection<StoredRecord>) -> IDMap<Result<Record, any Error>> {
+        var results = IDMap<Result<Record, any Error>>()
         results.reserveCapacity(records.count)
         for (record, result) in zip(records, decodeInOrder(records)) {
             if let result { results[record.id] = result }
