@@ -26,9 +26,11 @@ import Synchronization
 /// ## Loading
 ///
 /// The initializer loads: when it returns, ``dataModel`` holds every stored record of the
-/// zone that decodes as `Record`, in creation order. (Records that no longer decode are
-/// reported once each, as ``MirrorError/Kind/decodingFailed``, skipped, and left untouched
-/// in the database.)
+/// zone that decodes as `Record`, in creation order. Records stored by an older version of
+/// the type are migrated in memory first (``Recordable/migrations``). (Records that still do
+/// not decode are reported once each, as ``MirrorError/Kind/decodingFailed``, skipped, and
+/// left untouched in the database.) A save keeps the stored fields `Record` does not know;
+/// see <doc:ChangingYourRecordTypes>.
 ///
 /// ## Order
 ///
