@@ -3,6 +3,7 @@ enum WorkerCommands {
     typealias Command = @Sendable ([String]) async throws -> Void
 
     static let all: [String: Command] = [
+        "asset": { try await AssetCommand.run($0) },
         "echo": { arguments in print(arguments.joined(separator: " ")) },
         "mirror": { try await MirrorCommand.run($0) },
         "mirror-cancel-race": { try await MirrorCancelRaceCommand.run($0) },
