@@ -26,7 +26,7 @@ struct Sizes {
 enum Workloads {
     static let names = [
         "insert-durable", "insert-relaxed", "update-at-scale", "batch-insert", "open",
-        "mutate-one", "propagate", "compact", "view-update", "asset", "fsync-shapes",
+        "mutate-one", "propagate", "compact", "view-update", "asset", "fsync-shapes", "migrate",
     ]
 
     static let zone = ZoneID.public(BenchRecord.recordType)
@@ -44,6 +44,7 @@ enum Workloads {
         case "view-update": return try await viewUpdate(sizes)
         case "asset": return try await asset(sizes)
         case "fsync-shapes": return try fsyncShapes(count: sizes.updates)
+        case "migrate": return try await migrate(count: sizes.open)
         default: preconditionFailure("unknown workload \(name)")
         }
     }

@@ -35,50 +35,57 @@ extension Mirror {
             return .keepStored(current, decoded: nil, problem: nil)
         }
 
+        // Every side in the mirror's schema version, so that a migrated field compares
+        // equal to the stored one it came from; the local side keeps the fields its base
+        // had that the type does not know.
         let localFields: Data
         do {
-            localFields = try entry.resolvedFields ?? encoder.encode(local)
+            localFields = try entry.resolvedFields ?? schema.fields(for: local, over: entry.base?.fields)
         } catch {
             return .hold(encodingError(entry.recordID, error))
         }
+        let remoteCurrent = (try? schema.migrate(remoteFields)) ?? remoteFields
         let localIsLater = (entry.timestamp, writerID) > (current.modified, current.writer)
 
         switch policy.strategy {
         case .serverWins:
             return keepStored(current)
         case .lastWriterWins:
-            return localIsLater
-                ? .save(fields: localFields, value: local, base: current)
-                : keepStored(current)
+            // The later writer's record, with the stored fields the type does not know.
+            guard localIsLater else { return keepStored(current) }
+            if let resolved = entry.resolvedFields {
+                return .save(fields: schema.fields(resolved, over: remoteFields), value: local, base: current)
+            }
+            return save(local, fields: nil, base: current, recordID: entry.recordID)
         case .changedKeys:
-            let baseFields = entry.base.flatMap(\.fields)
+            let baseFields = entry.base.flatMap(\.fields).map { (try? schema.migrate($0)) ?? $0 }
             if let merged = JSONFieldMerge.merge(
-                base: baseFields, local: localFields, remote: remoteFields, localIsLater: localIsLater),
-               let value = try? decoder.decode(Record.self, from: merged)
+                base: baseFields, local: localFields, remote: remoteCurrent, localIsLater: localIsLater),
+               let value = try? schema.decode(merged)
             {
-                if merged == remoteFields || JSONFieldMerge.members(of: merged) == JSONFieldMerge.members(of: remoteFields) {
+                if merged == remoteCurrent || JSONFieldMerge.members(of: merged) == JSONFieldMerge.members(of: remoteCurrent) {
                     return .keepStored(current, decoded: value, problem: nil)
                 }
-                return .save(fields: merged, value: value, base: current)
+                return .save(fields: schema.fields(merged, over: remoteFields), value: value, base: current)
             }
             // The merge does not decode as Record: the later writer's whole record wins.
             return localIsLater
-                ? .save(fields: localFields, value: local, base: current)
+                ? .save(fields: schema.fields(localFields, over: remoteFields), value: local, base: current)
                 : keepStored(current)
         case .custom(let decide):
             let remote: Record
             do {
-                remote = try decoder.decode(Record.self, from: remoteFields)
+                remote = try schema.decode(remoteFields)
             } catch {
                 return .hold(MirrorError(
                     .decodingFailed,
                     "stored record \(current.id) (version \(current.version)) does not decode as "
-                        + "\(Record.self), so the custom conflict policy cannot settle the local change; "
-                        + "it stays pending",
+                        + "\(Record.self) (\(error)), so the custom conflict policy cannot settle the local "
+                        + "change; it stays pending",
                     recordIDs: [current.id], recordType: zone.recordType, scope: zone.scope,
-                    underlying: error))
+                    underlying: StoredRecordProblem.underlying(of: error)))
             }
-            let base = entry.base.flatMap(\.fields).flatMap { try? decoder.decode(Record.self, from: $0) }
+            let base = entry.base.flatMap(\.fields).flatMap { try? schema.decode($0) }
             let chosen = decide(base, local, remote)
             guard IDKey.same(chosen.recordID, entry.recordID) else {
                 return .hold(MirrorError(
@@ -93,7 +100,8 @@ extension Mirror {
 
     private func save(_ value: Record, fields: Data?, base: StoredRecord?, recordID: String) -> Resolution {
         do {
-            return .save(fields: try fields ?? encoder.encode(value), value: value, base: base)
+            // Over the stored record: the fields the type does not know stay.
+            return .save(fields: try fields ?? schema.fields(for: value, over: base?.fields), value: value, base: base)
         } catch {
             return .hold(encodingError(recordID, error))
         }
@@ -102,7 +110,7 @@ extension Mirror {
     private func keepStored(_ current: StoredRecord) -> Resolution {
         guard let fields = current.fields else { return .keepStored(current, decoded: nil, problem: nil) }
         do {
-            return .keepStored(current, decoded: try decoder.decode(Record.self, from: fields), problem: nil)
+            return .keepStored(current, decoded: try schema.decode(fields), problem: nil)
         } catch {
             return .keepStored(current, decoded: nil, problem: error)
         }

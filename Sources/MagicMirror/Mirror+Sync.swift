@@ -73,7 +73,7 @@ extension Mirror {
             return
         }
         let needDecoding = core.withLock { $0.recordsToDecode(in: set) }
-        let decoded = RecordBatchCoding.decode(needDecoding, as: Record.self, with: decoder)
+        let decoded = schema.decode(needDecoding)
         let mayChangeArray = set.isComplete || !needDecoding.isEmpty || set.records.contains(where: \.isDeleted)
         if mayChangeArray { registrar.willSet(self, keyPath: \.dataModel) }
         let effects = core.withLock { state in
@@ -104,7 +104,7 @@ extension Mirror {
                     fields = resolved
                 } else {
                     do {
-                        fields = try encoder.encode(value)
+                        fields = try schema.fields(for: value, over: entry.base?.fields)
                     } catch {
                         unencodable.append((entry, encodingError(entry.recordID, error)))
                         continue

@@ -26,9 +26,11 @@ import Synchronization
 /// ## Loading
 ///
 /// The initializer loads: when it returns, ``dataModel`` holds every stored record of the
-/// zone that decodes as `Record`, in creation order. (Records that no longer decode are
-/// reported once each, as ``MirrorError/Kind/decodingFailed``, skipped, and left untouched
-/// in the database.)
+/// zone that decodes as `Record`, in creation order. Records stored by an older version of
+/// the type are migrated in memory first (``Recordable/migrations``). (Records that still do
+/// not decode are reported once each, as ``MirrorError/Kind/decodingFailed``, skipped, and
+/// left untouched in the database.) A save keeps the stored fields `Record` does not know;
+/// see <doc:ChangingYourRecordTypes>.
 ///
 /// ## Order
 ///
@@ -125,8 +127,8 @@ public final class Mirror<Record: Recordable>: Sendable {
     let pullWakeup = Wakeup()
     let workers = Mutex<[Task<Void, Never>]>([])
     let membership = Mutex<ZoneHubMembership?>(nil)
-    let encoder = RecordCoder.makeEncoder()
-    let decoder = RecordCoder.makeDecoder()
+    /// Decodes stored records of any schema version and encodes records to store.
+    let schema = SchemaCoder<Record>()
     let currentZone: Mutex<ZoneID>
     /// The user session a private mirror follows, and what following it takes.
     let account: MirrorAccountLink<Record>
@@ -171,7 +173,7 @@ public final class Mirror<Record: Recordable>: Sendable {
         let membership = try ZoneHub.join(self, database: database, zone: zone)
         self.membership.withLock { $0 = membership }
         let set = try await database.fetchAll(in: zone)
-        let decoded = RecordBatchCoding.decodeInOrder(set.records, as: Record.self, with: decoder)
+        let decoded = schema.decodeInOrder(set.records)
         let effects = core.withLock { state in
             state.load(set, decoded: decoded)
             return state.drain(owner: self)
@@ -376,7 +378,7 @@ public final class Mirror<Record: Recordable>: Sendable {
         var problem: (any Error)?
         if let current = taken.current, let fields = current.fields {
             do {
-                decoded = try decoder.decode(Record.self, from: fields)
+                decoded = try schema.decode(fields)
             } catch {
                 problem = error
             }

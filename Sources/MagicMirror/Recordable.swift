@@ -17,10 +17,31 @@ import Foundation
 /// are the same record when their ``recordID``s have the same UTF-8 bytes: `"e\u{301}"` and
 /// `"\u{e9}"`, equal as Swift strings, are two records.
 ///
+/// ## Changing the type
+///
+/// Adding an optional field needs nothing. Adding a field with a default value takes one
+/// line, a migration that gives stored records the default:
+///
+/// ```swift
+/// struct Todo: Recordable {
+///     var id = UUID()
+///     var title: String
+///     var done = false
+///     var priority = 0
+///
+///     static let migrations: [RecordMigration] = [.add("priority", default: 0)]
+/// }
+/// ```
+///
+/// Renaming, retyping, splitting, joining or dropping fields are migrations too (see
+/// ``RecordMigration`` and <doc:ChangingYourRecordTypes>). Stored fields the type does not
+/// know (written by a newer version of the app) are kept whenever a record is saved. A
+/// stored record that still does not decode is reported once
+/// (``MirrorError/Kind/decodingFailed``, naming the field and the schema versions) and left
+/// untouched in the database.
+///
 /// > Important: Changing ``recordType`` or the way ``recordID`` is formed points the type at
-/// > different stored records. Adding an optional field is safe; renaming or retyping a
-/// > field makes old records fail to decode, which is reported per record
-/// > (``MirrorError/Kind/decodingFailed``) and leaves them untouched in the database.
+/// > different stored records.
 public protocol Recordable: Identifiable, Codable, Sendable, Equatable {
     /// The name of the zone the records are stored in; the type's name by default.
     ///
@@ -31,10 +52,23 @@ public protocol Recordable: Identifiable, Codable, Sendable, Equatable {
     /// The record's identity in the database, derived from `id` by default for `UUID`
     /// and `String` ids. Must be a valid name like ``recordType``.
     var recordID: String { get }
+
+    /// The steps that bring records stored by older versions of the type up to date, oldest
+    /// first; none by default.
+    ///
+    /// The type's schema version is the number of migrations plus one. Append new steps at
+    /// the end and never reorder or remove one: stored records name the schema version they
+    /// were written in (in their `"$schemaVersion"` field, absent for version 1).
+    ///
+    /// Declare it as a `static let`, so that it is built once.
+    static var migrations: [RecordMigration] { get }
 }
 
 extension Recordable {
     public static var recordType: String { String(describing: Self.self) }
+
+    /// No migrations: the type is at schema version 1.
+    public static var migrations: [RecordMigration] { [] }
 }
 
 extension Recordable where ID == UUID {

@@ -737,8 +737,9 @@ struct MirrorState<Record: Recordable> {
             MirrorError(
                 .decodingFailed,
                 "stored record \(stored.id) (version \(stored.version)) does not decode as "
-                    + "\(Record.self); it is skipped and left untouched in the database",
-                recordIDs: [stored.id], recordType: zone.recordType, scope: zone.scope, underlying: error),
+                    + "\(Record.self): \(error); it is skipped and left untouched in the database",
+                recordIDs: [stored.id], recordType: zone.recordType, scope: zone.scope,
+                underlying: StoredRecordProblem.underlying(of: error)),
             entry: "\(zone)|\(Record.self)|\(stored.id)|\(stored.version)")
     }
 

@@ -4,12 +4,14 @@ import MagicMirror
 /// Encodes and decodes ``Recordable`` values as stored fields, for the simulated writers
 /// and the typed inspection of ``InMemoryDatabase``.
 ///
-/// The bytes are exactly what a `Mirror` stores: both use MagicMirror's `RecordCoder`.
+/// The bytes are exactly what a `Mirror` stores for a new record, and stored records are
+/// read as a `Mirror` reads them (migrated from older schema versions): both use
+/// MagicMirror's `SchemaCoder`.
 enum RecordCoding {
     /// The fields of `record`.
     static func encode<Record: Recordable>(_ record: Record, scope: Scope) throws(MirrorError) -> Data {
         do {
-            return try RecordCoder.makeEncoder().encode(record)
+            return try SchemaCoder<Record>().fields(for: record, over: nil)
         } catch {
             throw MirrorError(
                 .encodingFailed, "record \(record.recordID) could not be encoded: \(error)",
@@ -27,11 +29,12 @@ enum RecordCoding {
                 recordType: Record.recordType, scope: scope)
         }
         do {
-            return try RecordCoder.makeDecoder().decode(Record.self, from: fields)
+            return try SchemaCoder<Record>().decode(fields)
         } catch {
             throw MirrorError(
                 .decodingFailed, "stored record \(stored.id) does not decode as \(Record.self): \(error)",
-                recordIDs: [stored.id], recordType: Record.recordType, scope: scope, underlying: error)
+                recordIDs: [stored.id], recordType: Record.recordType, scope: scope,
+                underlying: StoredRecordProblem.underlying(of: error))
         }
     }
 

@@ -24,12 +24,15 @@ final class MirrorProcess: Sendable {
     /// Every line the worker printed.
     let lines = AsyncCollector<String>()
 
-    /// Starts `mirror-worker mirror --db <directory>` with further `arguments`, and waits
-    /// until its mirror is loaded.
-    init(_ name: String, directory: TemporaryDirectory, _ arguments: [String] = []) async throws {
+    /// Starts `mirror-worker <command> --db <directory>` with further `arguments`, and waits
+    /// until its mirror is loaded. `command` is `mirror` or another that prints the same
+    /// `ready`, `state`, `ok` and `error` lines (`versions`).
+    init(
+        _ name: String, command: String = "mirror", directory: TemporaryDirectory, _ arguments: [String] = []
+    ) async throws {
         self.name = name
         let process = try Subprocess(
-            try JSONFileTestSupport.workerExecutable(), ["mirror", "--db", directory.path] + arguments,
+            try JSONFileTestSupport.workerExecutable(), [command, "--db", directory.path] + arguments,
             inheritStandardError: true, standardInput: true)
         self.process = process
         let lines = self.lines
