@@ -18,6 +18,12 @@ let package = Package(
             dependencies: ["MagicMirror"],
             path: "Examples/TodoConsole"
         ),
+        // The README's usage tour, compiled and run by ExampleTests: `swift run mirror-tour`.
+        .executableTarget(
+            name: "mirror-tour",
+            dependencies: ["MagicMirror"],
+            path: "Examples/Tour"
+        ),
         // The benchmark: `swift run -c release mirror-bench`.
         .executableTarget(
             name: "mirror-bench",
@@ -30,6 +36,12 @@ let package = Package(
             dependencies: ["MagicMirror", "MirrorTesting", "MirrorTestSupport"],
             path: "Tests/MirrorWorker"
         ),
+        // The DocC articles' code that runs as a program of its own, run by ExampleTests.
+        .executableTarget(
+            name: "mirror-doc-examples",
+            dependencies: ["MagicMirror"],
+            path: "Tests/DocumentationExamples"
+        ),
         // Test support shared by the test targets (child processes); not a product.
         .target(name: "MirrorTestSupport", path: "Tests/Support"),
         .testTarget(
@@ -38,7 +50,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ExampleTests",
-            dependencies: ["MirrorTestSupport", "mirror-todo"]
+            dependencies: ["MirrorTestSupport", "mirror-todo", "mirror-tour", "mirror-doc-examples"]
         ),
         .testTarget(
             name: "MirrorTestingTests",
