@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "MagicMirror", targets: ["MagicMirror"]),
         .library(name: "MirrorTesting", targets: ["MirrorTesting"]),
+        .executable(name: "mirror-db", targets: ["mirror-db"]),
     ],
     dependencies: [],
     targets: [
@@ -23,6 +24,12 @@ let package = Package(
             name: "mirror-tour",
             dependencies: ["MagicMirror"],
             path: "Examples/Tour"
+        ),
+        // A tool to look inside a database: `swift run mirror-db help`.
+        .executableTarget(
+            name: "mirror-db",
+            dependencies: ["MagicMirror"],
+            path: "Tools/MirrorDB"
         ),
         // The benchmark: `swift run -c release mirror-bench`.
         .executableTarget(
@@ -50,7 +57,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ExampleTests",
-            dependencies: ["MirrorTestSupport", "mirror-todo", "mirror-tour", "mirror-doc-examples"]
+            dependencies: ["MirrorTestSupport", "mirror-todo", "mirror-tour", "mirror-doc-examples", "mirror-db"]
         ),
         .testTarget(
             name: "MirrorTestingTests",
