@@ -327,6 +327,58 @@ public final class Mirror<Record: Recordable>: Sendable {
         core.withLock { $0.pendingChanges }
     }
 
+    /// Drops the local change of one record that is waiting to be committed, and shows the
+    /// record as the mirror last knew it stored again: its stored value, or no record when it
+    /// was never stored.
+    ///
+    /// Use it for a change that cannot be committed (a record the database refuses, put on
+    /// hold after its failure was reported, which makes every ``flush()`` throw) or that you
+    /// no longer want:
+    ///
+    /// ```swift
+    /// for change in mirror.pendingChanges where change.isOnHold {
+    ///     mirror.discardPendingChange(recordID: change.recordID)
+    /// }
+    /// try await mirror.flush()   // no longer throws for the discarded changes
+    /// ```
+    ///
+    /// A record that another writer changed meanwhile shows as the mirror last read it, and
+    /// its newer value arrives like any remote change. When an earlier attempt to commit the
+    /// change failed without the guarantee that nothing was stored
+    /// (``MirrorError/nothingStored``), the mirror reads the database again, so `dataModel`
+    /// shows the change if it was stored after all.
+    ///
+    /// - Parameter recordID: The id of the record whose change to drop.
+    /// - Returns: `true` when a waiting change was dropped; `false` when the record has no
+    ///   waiting change, or its change is being committed at this moment (it is then either
+    ///   stored, or waits again and can be dropped once ``pendingChanges`` no longer shows
+    ///   it as committing).
+    @discardableResult
+    public func discardPendingChange(recordID: String) -> Bool {
+        guard let taken = core.withLock({ $0.discardable(recordID) }) else { return false }
+        // Decoded outside the lock, like every stored record.
+        var decoded: Record?
+        var problem: (any Error)?
+        if let current = taken.current, let fields = current.fields {
+            do {
+                decoded = try decoder.decode(Record.self, from: fields)
+            } catch {
+                problem = error
+            }
+        }
+        registrar.willSet(self, keyPath: \.dataModel)
+        let (dropped, effects) = core.withLock { state in
+            (state.discard(taken, decoded: decoded, problem: problem), state.drain(owner: self))
+        }
+        registrar.didSet(self, keyPath: \.dataModel)
+        deliver(effects)
+        if dropped {
+            pullWakeup.signal()
+            commitWakeup.signal()
+        }
+        return dropped
+    }
+
     /// Whether any local change is not committed yet.
     public var hasPendingChanges: Bool {
         core.withLock { $0.hasPendingChanges }

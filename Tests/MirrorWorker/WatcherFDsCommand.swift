@@ -53,7 +53,7 @@ enum WatcherFDsCommand {
         }
         for (_, reported, directories) in watchers {
             try Data("{}\n".utf8).write(to: URL(fileURLWithPath: directories[0] + "/snapshot.json"))
-            guard reported.wait(timeout: .now() + 10) == .success else {
+            guard reported.wait(timeout: .now() + 60) == .success else {
                 throw WorkerUsageError("a watcher did not report a change")
             }
         }

@@ -21,7 +21,7 @@ struct MirrorState<Record: Recordable> {
     /// What `dataModel` returns.
     var array = RecordArray<Record>()
     /// The value of every record in ``array``, by id: what a mutation is compared with.
-    var present: [String: Record] = [:]
+    var present: IDMap<Record> = [:]
     /// Counts local mutations, to tell their change logs apart.
     private var session: UInt64 = 0
     /// The live views of the mirror (Views/Mirror+LiveView.swift), updated on every change.
@@ -32,7 +32,7 @@ struct MirrorState<Record: Recordable> {
     // MARK: What the database holds
 
     /// The latest stored version the mirror knows of each record, tombstones included.
-    var shadow: [String: StoredRecord] = [:]
+    var shadow: IDMap<StoredRecord> = [:]
     /// The token of the changes applied to ``shadow``.
     var token = ChangeToken.initial
     /// The highest token a notification announced; a pull is due while it is ahead.
@@ -45,20 +45,20 @@ struct MirrorState<Record: Recordable> {
     private var pullFailures = 0
     private var pullRetryAt: ContinuousClock.Instant?
     /// Decoding failures reported, by record id: the version reported.
-    private var reportedUndecodable: [String: Int] = [:]
+    private var reportedUndecodable: IDMap<Int> = [:]
     /// Remote versions pulled while a local change of the record was pending or being
     /// committed, by id. The array keeps showing the local value meanwhile and takes the
     /// remote one when the local change settles without superseding it (``settle(_:)``):
     /// otherwise the array would lag behind ``shadow``, and the next local edit, based on
     /// the newer version but made on the older value, would undo the remote change.
-    private var heldBack: [String: (record: StoredRecord, value: Result<Record, any Error>?)] = [:]
+    private var heldBack: IDMap<(record: StoredRecord, value: Result<Record, any Error>?)> = [:]
 
     // MARK: Pending changes
 
     /// Entries waiting to be sent, by record id.
-    var pending: [String: PendingEntry<Record>] = [:]
+    var pending: IDMap<PendingEntry<Record>> = [:]
     /// Entries being committed right now, by record id.
-    var inFlight: [String: PendingEntry<Record>] = [:]
+    var inFlight: IDMap<PendingEntry<Record>> = [:]
     /// The order to send pending entries in; items whose number no longer matches their
     /// entry are skipped.
     private var queue: [(id: String, number: Int)] = []
@@ -173,7 +173,7 @@ struct MirrorState<Record: Recordable> {
         array = replacement
         if array.mayHaveDuplicates { removeDuplicates(keeping: present) }
         var changed = false
-        var listed = Set<String>()
+        var listed = IDSet()
         listed.reserveCapacity(array.count)
         for record in array.array {
             let id = record.recordID
@@ -187,9 +187,9 @@ struct MirrorState<Record: Recordable> {
 
     /// Removes all but one record of each id that appears more than once, keeping the one
     /// equal to `keeping[id]` if there is one and the first otherwise, and reports it.
-    private mutating func removeDuplicates(keeping: [String: Record]) {
-        var firstPosition: [String: Int] = [:]
-        var keep: [String: Int] = [:]
+    private mutating func removeDuplicates(keeping: IDMap<Record>) {
+        var firstPosition: IDMap<Int> = [:]
+        var keep: IDMap<Int> = [:]
         var duplicated: [String] = []
         for (index, record) in array.enumerated() {
             let id = record.recordID
@@ -250,8 +250,9 @@ struct MirrorState<Record: Recordable> {
                 enqueue(&entry)
             }
             if value == nil, !entry.basePending, entry.isCreation, entry.earlierTimestamps.isEmpty,
-               entry.failedAttempts == 0 {
-                // Created and deleted before it was ever sent: nothing to store.
+               shadow[id].map(\.isDeleted) ?? true {
+                // Created and removed, and never stored (never sent, or every attempt failed
+                // in a way that stored nothing): nothing to store, nothing to delete.
                 pending[id] = nil
                 settle(id)
                 checkFlushWaiters(failure: nil)
@@ -518,7 +519,7 @@ struct MirrorState<Record: Recordable> {
         _ batch: [PendingEntry<Record>], error: MirrorError, blamed: [String], now: ContinuousClock.Instant
     ) {
         let ids = Set(batch.map(\.recordID))
-        var returned = batch.map { takeBack($0, mayBeStored: true) }
+        var returned = batch.map { takeBack($0, mayBeStored: !error.nothingStored) }
         if error.kind == .cancelled {
             requeueAtFront(returned)
             return
@@ -563,6 +564,31 @@ struct MirrorState<Record: Recordable> {
         checkFlushWaiters(failure: (error, held.map(\.firstSequence).min() ?? oldest))
     }
 
+    // MARK: Discarding
+
+    /// A record's waiting change with the stored record the mirror knows, for
+    /// ``discard(_:decoded:problem:)``; `nil` when the record has no waiting change or its
+    /// change is being committed right now.
+    func discardable(_ id: String) -> Conflict? {
+        guard inFlight[id] == nil, let entry = pending[id] else { return nil }
+        return Conflict(entry: entry, current: shadow[id])
+    }
+
+    /// Drops a waiting change taken by ``discardable(_:)`` and shows the stored record
+    /// (`decoded`), unless the record changed since.
+    ///
+    /// - Returns: Whether it was dropped.
+    mutating func discard(_ taken: Conflict, decoded: Record?, problem: (any Error)?) -> Bool {
+        let id = taken.entry.recordID
+        guard inFlight[id] == nil, let entry = pending[id], entry.lastSequence == taken.entry.lastSequence else {
+            return false
+        }
+        apply(.keepStored(taken.current, decoded: decoded, problem: problem), to: taken)
+        // An earlier attempt may have been stored after all: read the zone again to show it.
+        if !entry.earlierTimestamps.isEmpty { pullAgain = true }
+        return true
+    }
+
     // MARK: Remote changes
 
     /// Notes that the zone reached `token`; whether a pull is now due.
@@ -604,7 +630,7 @@ struct MirrorState<Record: Recordable> {
     /// the mirror knows, so an incremental change set applies safely whatever committed
     /// meanwhile; a complete one, which also tells which records are gone, is set aside and
     /// pulled again when a commit completed meanwhile.
-    mutating func applyPull(_ set: ChangeSet, since start: PullStart, decoded: [String: Result<Record, any Error>]) {
+    mutating func applyPull(_ set: ChangeSet, since start: PullStart, decoded: IDMap<Result<Record, any Error>>) {
         // Pulled from the zone before a user switch: this state pulls its own.
         guard start.epoch == epoch else { return }
         if set.isComplete, start.commitRounds != commitRounds {
