@@ -86,7 +86,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     ///
     /// - Throws: A `MirrorError`: an injected one, `MirrorError.Kind.cancelled` when the
     ///   task is cancelled during the latency, or an invalid name or record. Nothing is
-    ///   stored then, and the error says so (``MirrorError/nothingStored``).
+    ///   stored then, and the error says so (`MirrorError.nothingStored`).
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
         store.countCommitInProgress(+1)

@@ -131,22 +131,14 @@ package enum JSONFileInspection {
         if let bytes = read(snapshotPath, into: &zone) {
             hasSnapshot = true
             zone.snapshotBytes = bytes.count
-            if !bytes.isEmpty {
-                var parser = JSONFileFormat.LineParser()
-                let parsed = bytes.withUnsafeBufferPointer { buffer in
-                    Result { () throws(JSONFileFormat.SnapshotProblem) in
-                        try JSONFileFormat.parseSnapshot(buffer.baseAddress!, count: buffer.count, parser: &parser)
-                    }
-                }
-                switch parsed {
-                case .success(let value):
-                    contents = value
-                case .failure(.unsupportedFormat(let format)):
-                    zone.problems.append(Problem(
-                        kind: "unsupported-format", file: snapshotPath,
-                        message: "format \(format); this version reads format \(JSONFileFormat.version) only"))
-                    return zone
-                }
+            switch JSONFileFormat.parseSnapshot(bytes) {
+            case .success(let value):
+                contents = value
+            case .failure(.unsupportedFormat(let format)):
+                zone.problems.append(Problem(
+                    kind: "unsupported-format", file: snapshotPath,
+                    message: "format \(format); this version reads format \(JSONFileFormat.version) only"))
+                return zone
             }
             for bad in contents.bad {
                 zone.problems.append(Problem(
@@ -161,8 +153,9 @@ package enum JSONFileInspection {
         if hasSnapshot, let header = contents.header {
             zone.generation = header.generation
         } else {
-            let nonEmpty = generations.filter { fileSize(path + "/" + JSONFileFormat.journalFile($0)) > 0 }
-            zone.generation = nonEmpty.max() ?? generations.min() ?? 0
+            zone.generation = JSONFileFormat.inferredGeneration(journalSizes: generations.map {
+                ($0, fileSize(path + "/" + JSONFileFormat.journalFile($0)))
+            })
         }
         if !hasSnapshot && zone.generation > 0 {
             zone.problems.append(Problem(
