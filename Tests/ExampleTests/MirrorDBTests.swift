@@ -172,6 +172,20 @@ import Testing
         #expect(listed.map { $0["title"] as? String } == ["Buy milk"])
     }
 
+    /// Progress goes to standard error when it is a terminal (here, the pseudo-terminal of
+    /// `script`), and never into a pipe (the other tests check that standard error is empty).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    func progressIsShownOnATerminalOnly() async throws {
+        let folder = try await makeDatabase()
+        defer { folder.remove() }
+        let command = "\(BuiltProducts.executable("mirror-db").path) verify \(folder.path)"
+        let (termination, output, _) = try await Subprocess.run(
+            URL(fileURLWithPath: "/usr/bin/script"), ["-qec", command, "/dev/null"])
+        #expect(termination.status == 0, "\(output)")
+        #expect(output.contains("verifying public/Todo (1/1)"), "\(output)")
+        #expect(output.contains("ok: 1 zones, 1 records, no problems"))
+    }
+
     @Test func mistakesGetAClearMessage() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
