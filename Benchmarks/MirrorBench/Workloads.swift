@@ -12,19 +12,21 @@ struct Sizes {
     var edits: Int
     var propagate: Int
     var compact: Int
+    /// Bytes of the asset of the `asset` workload.
+    var asset: Int
 
     static let full = Sizes(
         inserts: 10_000, scaleSmall: 1_000, scaleLarge: 100_000, updates: 1_000, batch: 100_000,
-        open: 100_000, edits: 1_000, propagate: 1_000, compact: 100_000)
+        open: 100_000, edits: 1_000, propagate: 1_000, compact: 100_000, asset: 1 << 30)
     static let quick = Sizes(
         inserts: 300, scaleSmall: 200, scaleLarge: 2_000, updates: 100, batch: 2_000,
-        open: 2_000, edits: 100, propagate: 50, compact: 2_000)
+        open: 2_000, edits: 100, propagate: 50, compact: 2_000, asset: 16 << 20)
 }
 
 enum Workloads {
     static let names = [
         "insert-durable", "insert-relaxed", "update-at-scale", "batch-insert", "open",
-        "mutate-one", "propagate", "compact", "view-update",
+        "mutate-one", "propagate", "compact", "view-update", "asset",
     ]
 
     static let zone = ZoneID.public(BenchRecord.recordType)
@@ -40,6 +42,7 @@ enum Workloads {
         case "propagate": return [try await propagate(count: sizes.propagate)]
         case "compact": return [try await compact(count: sizes.compact)]
         case "view-update": return try await viewUpdate(sizes)
+        case "asset": return try await asset(sizes)
         default: preconditionFailure("unknown workload \(name)")
         }
     }

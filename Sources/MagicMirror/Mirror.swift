@@ -230,6 +230,22 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// background (see "Committing" above). It is a ``RecordArray``; its ``RecordArray/array``
     /// is a plain `[Record]`.
     ///
+    /// ### One record per id
+    ///
+    /// The array holds each record once. Appending or inserting a record whose id is already
+    /// there does not add a second copy: the new value **replaces the record in its place**,
+    /// as `dictionary[id] = value` would, and is committed as an edit of it (``MirrorChange``
+    /// reports `.updated`). Nothing you wrote is dropped, the array's positions do not shift,
+    /// and two processes that append a record with the same chosen id (`"settings"`, say)
+    /// meet in the conflict policy rather than in a crash or a lost value. When one mutation
+    /// leaves several new copies of one id, the last one wins.
+    ///
+    /// ```swift
+    /// mirror.dataModel.append(Todo(id: "pinned", title: "Call Ann"))
+    /// mirror.dataModel.append(Todo(id: "pinned", title: "Call Bob"))   // replaces it
+    /// // mirror.dataModel.count == 1, its title is "Call Bob"
+    /// ```
+    ///
     /// > Important: Mutate it synchronously. The mirror is locked while a mutation runs, so
     /// > other threads wait for it, and reading the mirror from inside the mutation (for
     /// > example in a `removeAll(where:)` predicate) is an overlapping access that stops the

@@ -48,6 +48,7 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
             case accountUnavailable
             case cancelled
             case timedOut
+            case unsupported
         }
 
         package let code: Code
@@ -91,6 +92,9 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
         public static let cancelled = Kind(.cancelled)
         /// Waiting for something took longer than allowed.
         public static let timedOut = Kind(.timedOut)
+        /// The database does not offer what was asked (for example assets, on a database
+        /// that does not store them).
+        public static let unsupported = Kind(.unsupported)
 
         /// Whether retrying the same operation later may succeed.
         ///
@@ -103,7 +107,7 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
                  .accountUnavailable:
                 return true
             case .invalidName, .invalidRecord, .conflict, .corruptEntry, .decodingFailed,
-                 .encodingFailed, .unsupportedFormat, .notFound, .cancelled:
+                 .encodingFailed, .unsupportedFormat, .notFound, .cancelled, .unsupported:
                 return false
             }
         }
@@ -265,6 +269,8 @@ extension MirrorError {
     public static let cancelled = Kind.cancelled
     /// See ``Kind/timedOut``.
     public static let timedOut = Kind.timedOut
+    /// See ``Kind/unsupported``.
+    public static let unsupported = Kind.unsupported
 }
 
 extension Notification.Name {

@@ -24,6 +24,11 @@ import Testing
 
     /// Runs two `mirror-worker write --retry` processes, calling `interfere` after every
     /// `every`-th id the first one acknowledges; returns every acknowledged id.
+    ///
+    /// An interference that is due waits until each writer still running has acknowledged a
+    /// commit since the previous one, so that every writer has seen each replaced file before
+    /// the next replacement (see the limit in the format article: two replacements in a row
+    /// while one writer has not written in between).
     private func runWriters(
         in directory: TemporaryDirectory, count: Int, extra: [String] = [], every: Int,
         interfere: @escaping @Sendable () throws -> Void
@@ -32,14 +37,39 @@ import Testing
             try WorkerProcess(
                 ["write", "--db", directory.path, "--count", "\(count)", "--prefix", prefix, "--retry"] + extra)
         }
+        struct Pacing: Sendable {
+            var due = 0
+            var wroteSince = [true, true]
+            var finished = [false, false]
+            /// Whether an interference may run now; marks it done when so.
+            mutating func take() -> Bool {
+                guard due > 0, zip(wroteSince, finished).allSatisfy({ $0 || $1 }) else { return false }
+                due -= 1
+                wroteSince = [false, false]
+                return true
+            }
+        }
+        let pacing = MutexBox(Pacing())
         let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
             for (index, worker) in workers.enumerated() {
                 group.addTask {
                     var ids: [String] = []
                     for await line in worker.lines where !line.hasPrefix("ready ") {
                         ids.append(line)
-                        if index == 0, ids.count % every == 0 { try interfere() }
+                        var run = false
+                        pacing.update { pacing in
+                            pacing.wroteSince[index] = true
+                            if index == 0, ids.count % every == 0 { pacing.due += 1 }
+                            run = pacing.take()
+                        }
+                        if run { try interfere() }
                     }
+                    var run = false
+                    pacing.update { pacing in
+                        pacing.finished[index] = true
+                        run = pacing.take()
+                    }
+                    if run { try interfere() }
                     return ids
                 }
             }
@@ -65,13 +95,23 @@ import Testing
 
         let reader = try JSONFileDatabase(isolatedDirectory: directory.url)
         let stored = Set(try await reader.fetchAll(in: zone).records.map(\.id))
-        let lost = Set(acknowledged).subtracting(stored)
+        let missing = Set(acknowledged).subtracting(stored)
+        // The known window (format article, "Files changed by other programs"): a commit made
+        // on a journal that was replaced again before every writer had written to it can
+        // only be kept in quarantine, reported. Nothing may be missing without a trace.
+        let zoneDirectory = setup.directory(of: zone)
+        var quarantined = ""
+        for name in try FileManager.default.contentsOfDirectory(atPath: zoneDirectory.path)
+        where name.hasPrefix("quarantine-") {
+            quarantined += (try? String(contentsOf: zoneDirectory.appendingPathComponent(name), encoding: .utf8)) ?? ""
+        }
+        let lost = missing.filter { !quarantined.contains("\"id\":\"\($0)\"") }
         Reliability.report("journal-replaced", [
             "acknowledged": acknowledged.count, "stored": stored.count - 1,
-            "replacements": replacements.value, "lost": lost.count,
+            "replacements": replacements.value, "quarantined": missing.count - lost.count, "lost": lost.count,
         ])
         #expect(replacements.value == count / 15)
-        #expect(lost.isEmpty, "acknowledged but not stored: \(lost.sorted().prefix(10))")
+        #expect(lost.isEmpty, "acknowledged but neither stored nor quarantined: \(lost.sorted().prefix(10))")
     }
 
     /// A writer that holds `lock` open keeps locking the removed file; a writer started
@@ -148,6 +188,46 @@ import Testing
         let ids = Set(try await reader.fetchAll(in: zone).records.map(\.id))
         #expect(ids == ["r0", "r1", "r2", "r3", "r4", "after"])
         #expect(writer.problems.contains { $0.message.contains("were appended to it again") })
+    }
+
+    /// A zone directory moved away while a database is open: the next commit goes to the
+    /// directory at the zone's path, where every other process looks, and the move is
+    /// reported; before, it went on writing into the moved directory, unseen by others.
+    @Test func aMovedZoneDirectoryIsReportedAndCommitsGoWhereOthersLook() async throws {
+        let directory = try TemporaryDirectory("directory-moved")
+        defer { directory.remove() }
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url)
+        try await db.commit([jsonSave("before", ["v": 1])], to: zone)
+        let zoneDirectory = db.directory(of: zone)
+        try FileManager.default.moveItem(
+            at: zoneDirectory, to: directory.url.appendingPathComponent("moved-away"))
+        try await db.commit([jsonSave("after", ["v": 2])], to: zone)
+        let other = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let stored = try await other.fetchAll(in: zone).records.map(\.id)
+        #expect(stored == ["after"])
+        #expect(db.problems.contains { $0.kind == .ioFailure && $0.message.contains("moved, removed or replaced") })
+    }
+
+    /// Opening and dropping databases keeps nothing per database (#11.5): resident memory
+    /// and open descriptors stay flat over many cycles, each on a new directory and through a
+    /// mirror, in a child process so that nothing else in the test process counts.
+    @Test(arguments: [["--mirror", "--distinct"], []])
+    func openingAndDroppingDatabasesKeepsNothing(mode: [String]) async throws {
+        let directory = try TemporaryDirectory("open-close")
+        defer { directory.remove() }
+        let cycles = 3_000
+        let run = try await MirrorWorkerRun.run(
+            ["open-close", "--db", directory.path, "--count", "\(cycles)", "--warm-up", "500"] + mode,
+            timeout: .seconds(600))
+        let numbers = run.standardOutput.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        try #require(numbers.count == 4, "output: \(run.standardOutput) \(run.standardError)")
+        let (residentBefore, descriptorsBefore, residentAfter, descriptorsAfter) =
+            (numbers[0], numbers[1], numbers[2], numbers[3])
+        print("RELIABILITY open-close\(mode.joined()): cycles=\(cycles) rss-kib=\(residentBefore)->\(residentAfter) fds=\(descriptorsBefore)->\(descriptorsAfter)")
+        #expect(descriptorsAfter == descriptorsBefore)
+        // The leak found before grew 0.5-0.75 KiB per database, 1,500 KiB here or more;
+        // allocator noise measured 26-100 bytes per cycle.
+        #expect(residentAfter - residentBefore < cycles / 4, "grew \(residentAfter - residentBefore) KiB")
     }
 }
 

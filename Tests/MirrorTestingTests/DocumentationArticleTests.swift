@@ -17,6 +17,34 @@ import Testing
         try String(contentsOf: Self.packageRoot.appendingPathComponent(path), encoding: .utf8)
     }
 
+    /// Checks that an article whose code a test compiles and runs has `blockCount` swift
+    /// blocks, each in the test file exactly as written, and is linked from the landing page.
+    ///
+    /// - Parameters:
+    ///   - article: The article's path from the package root; its title is `# <title>`.
+    ///   - testPath: The path of the test file that compiles the blocks.
+    static func expectArticle(
+        _ article: String, title: String, blockCount: Int, compiledIn testPath: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        func read(_ path: String) throws -> String {
+            try String(contentsOf: packageRoot.appendingPathComponent(path), encoding: .utf8)
+        }
+        let text = try read(article)
+        let tests = try read(testPath)
+        #expect(text.hasPrefix("# \(title)\n"), sourceLocation: sourceLocation)
+        let blocks = swiftCodeBlocks(in: text)
+        #expect(blocks.count == blockCount, sourceLocation: sourceLocation)
+        for block in blocks {
+            #expect(
+                tests.contains(block), "this block of \(article) is not in \(testPath) as it is:\n\(block)",
+                sourceLocation: sourceLocation)
+        }
+        let landing = try read("Sources/MagicMirror/Documentation.docc/MagicMirror.md")
+        let name = URL(fileURLWithPath: article).deletingPathExtension().lastPathComponent
+        #expect(landing.contains("<doc:\(name)>"), sourceLocation: sourceLocation)
+    }
+
     /// The contents of every fenced code block marked `swift`, without the fences.
     static func swiftCodeBlocks(in markdown: String) -> [String] {
         DocumentationCodeBlockTests.codeBlocks(in: markdown, language: "swift")

@@ -1,31 +1,11 @@
-import Foundation
 import Testing
 
 /// The article "Live queries" shows code that Tests/MagicMirrorTests/LiveViewArticleTests.swift
-/// compiles and runs: this suite keeps the two identical (with the extraction of
-/// ``DocumentationArticleTests``).
+/// compiles and runs: this suite keeps the two identical.
 @Suite struct LiveQueriesArticleTests {
-    private static let packageRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()    // MirrorTestingTests
-        .deletingLastPathComponent()    // Tests
-        .deletingLastPathComponent()
-
-    private func read(_ path: String) throws -> String {
-        try String(contentsOf: Self.packageRoot.appendingPathComponent(path), encoding: .utf8)
-    }
-
     @Test func everySwiftBlockOfTheArticleIsInTheCompiledTest() throws {
-        let articlePath = "Sources/MagicMirror/Documentation.docc/LiveQueries.md"
-        let testPath = "Tests/MagicMirrorTests/LiveViewArticleTests.swift"
-        let article = try read(articlePath)
-        let tests = try read(testPath)
-        #expect(article.hasPrefix("# Live queries\n"))
-        let blocks = DocumentationArticleTests.swiftCodeBlocks(in: article)
-        #expect(blocks.count == 5)
-        for block in blocks {
-            #expect(tests.contains(block), "this block of \(articlePath) is not in \(testPath) as it is:\n\(block)")
-        }
-        let landing = try read("Sources/MagicMirror/Documentation.docc/MagicMirror.md")
-        #expect(landing.contains("<doc:LiveQueries>"))
+        try DocumentationArticleTests.expectArticle(
+            "Sources/MagicMirror/Documentation.docc/LiveQueries.md", title: "Live queries", blockCount: 5,
+            compiledIn: "Tests/MagicMirrorTests/LiveViewArticleTests.swift")
     }
 }

@@ -60,7 +60,8 @@ enum WatcherFDsCommand {
         return watchers
     }
 
-    private static func openDescriptorCount() throws -> Int {
+    /// The number of descriptors the process has open.
+    static func openDescriptorCount() throws -> Int {
         #if os(Linux)
         let path = "/proc/self/fd"
         #else

@@ -3,12 +3,14 @@ enum WorkerCommands {
     typealias Command = @Sendable ([String]) async throws -> Void
 
     static let all: [String: Command] = [
+        "asset": { try await AssetCommand.run($0) },
         "echo": { arguments in print(arguments.joined(separator: " ")) },
         "mirror": { try await MirrorCommand.run($0) },
         "mirror-cancel-race": { try await MirrorCancelRaceCommand.run($0) },
         "mirror-editor": { try await MirrorEditorCommand.run($0) },
         "mirror-retry": { try await MirrorRetryCommand.run($0) },
         "mirror-writer": { try await MirrorWriterCommand.run($0) },
+        "open-close": { try await OpenCloseCommand.run($0) },
         "watcher-fds": WatcherFDsCommand.run,
         "write": { try await WriteCommand.run($0) },
     ]

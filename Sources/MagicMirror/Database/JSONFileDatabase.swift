@@ -226,9 +226,12 @@ public final class JSONFileDatabase: RecordDatabase {
         if operations.isEmpty {
             return CommitOutcome(results: [], token: try handle.read { $0.token })
         }
-        let outcome = try await handle.commit(
-            operations, durable: options.durability == .durable,
-            compactionThreshold: options.compactionThreshold)
+        // Records that refer to assets are committed only while their files exist.
+        let outcome = try await committingAssetReferences(of: operations, in: zone) {
+            try await handle.commit(
+                operations, durable: options.durability == .durable,
+                compactionThreshold: options.compactionThreshold)
+        }
         for operation in operations { HybridLogicalClock.shared.observe(operation.timestamp) }
         return outcome
     }

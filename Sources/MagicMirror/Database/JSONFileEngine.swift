@@ -66,6 +66,8 @@ final class JSONFileEngine: Sendable {
     let context: JSONFileContext
     let root: URL
     private let zones = Mutex<[ZoneID: JSONFileZone]>([:])
+    /// The asset files of each zone used in this process (JSONFileDatabase+Assets.swift).
+    let assetStores = Mutex<[ZoneID: JSONFileAssetStore]>([:])
     let watcher: JSONFileZoneWatcher
 
     private struct WeakEngine {

@@ -185,25 +185,26 @@ struct MirrorState<Record: Recordable> {
         return changed
     }
 
-    /// Removes all but one record of each id that appears more than once, keeping the one
-    /// equal to `keeping[id]` if there is one and the first otherwise, and reports it.
+    /// Leaves one record of each id that appears more than once: the newest value, in the
+    /// place of the record the array held before (see "One record per id" in `dataModel`).
+    ///
+    /// The newest value is the last copy that differs from `keeping[id]` (the value before
+    /// the mutation), or the last copy when the id is new. Its place is that of the copy
+    /// equal to `keeping[id]`, or of the first copy.
     private mutating func removeDuplicates(keeping: IDMap<Record>) {
-        var firstPosition: IDMap<Int> = [:]
-        var keep: IDMap<Int> = [:]
-        var duplicated: [String] = []
+        var place: IDMap<Int> = [:]
+        var newest: IDMap<Int> = [:]
+        var duplicated = IDSet()
         for (index, record) in array.enumerated() {
             let id = record.recordID
-            if let first = firstPosition[id] {
-                if keep[id] == nil { duplicated.append(id) }
-                let chosen = keep[id] ?? first
-                if let known = keeping[id], array[chosen] != known, record == known {
-                    keep[id] = index
-                } else {
-                    keep[id] = chosen
-                }
+            let known = keeping[id]
+            if let first = place[id] {
+                duplicated.insert(id)
+                if let known, record == known, array[first] != known { place[id] = index }
             } else {
-                firstPosition[id] = index
+                place[id] = index
             }
+            if known.map({ record != $0 }) ?? true { newest[id] = index }
         }
         guard !duplicated.isEmpty else {
             array.rebuildPositions()
@@ -213,17 +214,14 @@ struct MirrorState<Record: Recordable> {
         kept.reserveCapacity(array.count)
         for (index, record) in array.enumerated() {
             let id = record.recordID
-            if let chosen = keep[id], chosen != index { continue }
-            kept.append(record)
+            guard duplicated.contains(id) else {
+                kept.append(record)
+                continue
+            }
+            if place[id] == index { kept.append(array[newest[id] ?? index]) }
         }
         array = RecordArray(kept)
         array.startTracking()
-        report(MirrorError(
-            .invalidRecord,
-            "dataModel cannot hold two records with one id; the extra "
-                + (duplicated.count == 1 ? "copy of record \(duplicated[0]) was" : "copies were")
-                + " removed",
-            recordIDs: duplicated, recordType: zone.recordType, scope: zone.scope))
     }
 
     /// Records a local change of one record's value (from `present[id]` to `value`).

@@ -1,0 +1,79 @@
+import Foundation
+
+/// Finds the assets a record's fields refer to: every JSON object, at any depth, with the
+/// key `"$asset"` (see ``Asset``).
+enum AssetReferences {
+    /// The bytes `"$asset"`: fields without them refer to no asset and are not parsed.
+    private static let marker = Array("\"\(Asset.digestKey)\"".utf8)
+
+    /// The digests `fields` refers to, added to `digests`.
+    ///
+    /// - Returns: The first `"$asset"` value that is not a digest, described for a message,
+    ///   or `nil` when there is none.
+    @discardableResult
+    static func collect(in fields: Data, into digests: inout Set<String>) -> String? {
+        guard mayRefer(fields),
+              let object = try? JSONSerialization.jsonObject(with: fields, options: [.fragmentsAllowed])
+        else { return nil }
+        var invalid: String?
+        walk(object, into: &digests, invalid: &invalid)
+        return invalid
+    }
+
+    /// The digests the saves of `operations` refer to.
+    ///
+    /// - Throws: ``MirrorError/Kind/invalidRecord`` when a `"$asset"` value is not a digest.
+    static func digests(in operations: [RecordOperation]) throws(MirrorError) -> Set<String> {
+        var digests = Set<String>()
+        for operation in operations {
+            guard case .save(let fields) = operation.action else { continue }
+            if let invalid = collect(in: fields, into: &digests) {
+                throw MirrorError(
+                    .invalidRecord,
+                    "record \(operation.recordID) refers to the asset \(invalid), which is not an asset "
+                        + "digest (64 lowercase hexadecimal digits); the key \"\(Asset.digestKey)\" is "
+                        + "reserved for assets. Nothing was stored.",
+                    recordIDs: [operation.recordID])
+            }
+        }
+        return digests
+    }
+
+    /// Whether the bytes contain `"$asset"` (a cheap test before parsing).
+    private static func mayRefer(_ fields: Data) -> Bool {
+        fields.withUnsafeBytes { raw -> Bool in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            let count = bytes.count, length = marker.count
+            guard count >= length else { return false }
+            var index = 0
+            while index <= count - length {
+                if bytes[index] == UInt8(ascii: "\""), bytes[index + 1] == UInt8(ascii: "$") {
+                    var matches = true
+                    for offset in 2..<length where bytes[index + offset] != marker[offset] {
+                        matches = false
+                        break
+                    }
+                    if matches { return true }
+                }
+                index += 1
+            }
+            return false
+        }
+    }
+
+    private static func walk(_ value: Any, into digests: inout Set<String>, invalid: inout String?) {
+        if let object = value as? [String: Any] {
+            if let reference = object[Asset.digestKey] {
+                if let digest = reference as? String, Asset.isDigest(digest) {
+                    digests.insert(digest)
+                } else if invalid == nil {
+                    let text = String(describing: reference)
+                    invalid = String(reflecting: text.count > 80 ? String(text.prefix(80)) + "…" : text)
+                }
+            }
+            for child in object.values { walk(child, into: &digests, invalid: &invalid) }
+        } else if let array = value as? [Any] {
+            for child in array { walk(child, into: &digests, invalid: &invalid) }
+        }
+    }
+}
