@@ -14,7 +14,7 @@ import Testing
 
     database.failNextCommits(1, with: .diskFull)
     items.dataModel.append(SampleRecord(title: "Milk"))
-    try await items.waitUntilCommitted(timeout: .seconds(30))   // after a failure and a retry
+    try await items.waitUntilCommitted(timeout: .seconds(60))   // after a failure and a retry
     #expect(database.commitLog.map(\.isFailed) == [true, false])
     #expect(try database.records(SampleRecord.self).map(\.title) == ["Milk"])
 }
@@ -25,7 +25,7 @@ let database = InMemoryDatabase()
 database.failNextCommits(1, with: .diskFull)
 let mirror = try await Mirror<SampleRecord>(database: database)
 mirror.dataModel.append(SampleRecord(title: "Milk"))
-try await mirror.waitUntilCommitted()      // after one failed attempt and a retry
+try await mirror.waitUntilCommitted(timeout: .seconds(60))   // after a failed attempt and a retry
 
         #expect(database.commitLog.map(\.isFailed) == [true, false])
     }
