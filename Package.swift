@@ -8,15 +8,21 @@ let package = Package(
         .library(name: "MagicMirror", targets: ["MagicMirror"]),
         .library(name: "MirrorTesting", targets: ["MirrorTesting"]),
         .executable(name: "mirror-db", targets: ["mirror-db"]),
+        // The example's console, for mirror-todo-postgres in Adapters/PostgreSQL.
+        .library(name: "TodoConsoleKit", targets: ["TodoConsoleKit"]),
+        // Child processes for tests (posix_spawn), for Adapters/PostgreSQL's tests; not API.
+        .library(name: "MirrorTestSupport", targets: ["MirrorTestSupport"]),
     ],
     dependencies: [],
     targets: [
         .target(name: "MagicMirror"),
         .target(name: "MirrorTesting", dependencies: ["MagicMirror"]),
-        // The example: a shared to-do list that several processes edit live.
+        // The example: a shared to-do list that several processes edit live. The console
+        // takes its database from the executable, so mirror-todo-postgres shares it.
+        .target(name: "TodoConsoleKit", dependencies: ["MagicMirror"], path: "Examples/TodoConsoleKit"),
         .executableTarget(
             name: "mirror-todo",
-            dependencies: ["MagicMirror"],
+            dependencies: ["TodoConsoleKit"],
             path: "Examples/TodoConsole"
         ),
         // The README's usage tour, compiled and run by ExampleTests: `swift run mirror-tour`.

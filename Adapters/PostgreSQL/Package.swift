@@ -23,6 +23,29 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // mirror-todo on a server: the root package's console (TodoConsoleKit), another database.
+        .executableTarget(
+            name: "mirror-todo-postgres",
+            dependencies: [
+                "MagicMirrorPostgreSQL",
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "TodoConsoleKit", package: "MagicMirror"),
+            ],
+            path: "Examples/TodoPostgres"
+        ),
+        // The adapter's benchmark: Scripts/with-postgres.sh swift run -c release mirror-bench-postgres.
+        // Measurement.swift, BenchRecord.swift and ChildProcess.swift are links to mirror-bench's, so that the
+        // --json shape and the record are the same.
+        .executableTarget(
+            name: "mirror-bench-postgres",
+            dependencies: [
+                "MagicMirrorPostgreSQL",
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/PostgresBench"
+        ),
         // One real process of the multi-process tests.
         .executableTarget(
             name: "pg-mirror-worker",
@@ -39,7 +62,9 @@ let package = Package(
             dependencies: [
                 "MagicMirrorPostgreSQL",
                 "pg-mirror-worker",
+                "mirror-todo-postgres",
                 .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MirrorTestSupport", package: "MagicMirror"),
                 .product(name: "MirrorTesting", package: "MagicMirror"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,9 +1,8 @@
 import Foundation
-import MagicMirror
-import Synchronization
 
-/// The benchmark's second processes: `--child-open` opens a mirror and reports time and peak
-/// memory; `--child-watch` mirrors a zone and prints when each record arrives.
+/// A second process of a benchmark: this executable started again with arguments of its
+/// own, read line by line. (Linked into mirror-bench-postgres too; the modes of
+/// mirror-bench are in ChildProcess+Modes.swift.)
 final class ChildProcess {
     let process: Process
     private let output: FileHandle
@@ -52,59 +51,5 @@ final class ChildProcess {
     func terminate() {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
-    }
-
-    static func run(_ mode: String, _ arguments: [String]) async throws {
-        switch mode {
-        case "--child-open":
-            let path = URL(fileURLWithPath: arguments[0])
-            let expected = Int(arguments[1]) ?? 0
-            var count = 0
-            let seconds = try await time {
-                let database = try JSONFileDatabase(directory: path)
-                let mirror = try await Mirror<BenchRecord>(database: database)
-                count = mirror.dataModel.count
-            }
-            guard count == expected else { throw BenchError("opened \(count) of \(expected) records") }
-            if ProcessInfo.processInfo.environment["MIRROR_BENCH_PHASES"] != nil {
-                // Where the time goes, for whoever tunes opening: a fresh engine is not
-                // possible in this process, so the phases are timed on the warm one.
-                let database = try JSONFileDatabase(directory: path)
-                let fetch = try await time { _ = try await database.fetchAll(in: Workloads.zone) }
-                let set = try await database.fetchAll(in: Workloads.zone)
-                let decode = time { _ = RecordBatchCoding.decode(set.records, as: BenchRecord.self, with: JSONDecoder()) }
-                let mirror = try await time { _ = try await Mirror<BenchRecord>(database: database) }
-                FileHandle.standardError.write(Data("phases: fetchAll(warm) \(fetch) s, decode \(decode) s, mirror(warm) \(mirror) s\n".utf8))
-            }
-            print("\(seconds) \(peakResidentMiB() ?? .nan)")
-        case "--child-watch":
-            let path = URL(fileURLWithPath: arguments[0])
-            let expected = Int(arguments[1]) ?? 0
-            let database = try JSONFileDatabase(directory: path)
-            let mirror = try await Mirror<BenchRecord>(database: database)
-            let (done, finish) = AsyncStream.makeStream(of: Void.self)
-            let seen = SeenSet()
-            let observation = mirror.observe { records in
-                let now = monotonicSeconds()
-                let lines = seen.newIDs(in: records).map { "\($0) \(now)\n" }.joined()
-                if !lines.isEmpty { FileHandle.standardOutput.write(Data(lines.utf8)) }
-                if records.count >= expected { finish.yield() }
-            }
-            FileHandle.standardOutput.write(Data("ready\n".utf8))
-            for await _ in done { break }
-            _ = observation
-        default:
-            throw BenchError("unknown mode \(mode)")
-        }
-    }
-}
-
-/// The record ids a watcher has already reported.
-final class SeenSet: Sendable {
-    private let ids = Mutex(Set<String>())
-    func newIDs(in records: [BenchRecord]) -> [String] {
-        ids.withLock { ids in
-            records.compactMap { ids.insert($0.recordID).inserted ? $0.recordID : nil }
-        }
     }
 }

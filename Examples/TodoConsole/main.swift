@@ -2,19 +2,9 @@
 //
 //     mirror-todo add "Buy milk"
 //     mirror-todo list
-//     mirror-todo watch          # in a second terminal: prints every change as it happens
-import Foundation
+//     mirror-todo watch          # in a second terminal: the list, then every change as it happens
+//
+// The console itself is TodoConsoleKit, shared with mirror-todo-postgres (Adapters/PostgreSQL).
+import TodoConsoleKit
 
-let invocation: Invocation
-do {
-    invocation = try Invocation.parse(Array(CommandLine.arguments.dropFirst()))
-} catch {
-    TodoConsole.fail(error, code: 2)
-}
-
-do {
-    try await TodoConsole(invocation).run()
-    exit(0)
-} catch {
-    TodoConsole.fail(error, code: 1)
-}
+await TodoConsole.main(program: "mirror-todo", storage: .jsonFiles)

@@ -46,12 +46,13 @@ enum Todo {
 }
 
 extension Subprocess {
-    /// The next line of standard output.
-    func nextLine(timeout: Duration) async throws -> String {
-        try await withSubprocessTimeout(timeout, "no line on standard output; standard error: \(standardError)") {
-            for await line in self.lines { return line }
-            throw SubprocessError("the process ended; standard error: \(self.standardError)")
+    /// The next line of standard output, as a JSON object.
+    func nextObject(timeout: Duration = .seconds(60)) async throws -> [String: Any] {
+        let line = try await nextLine(timeout: timeout)
+        guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+            throw SubprocessError("not a JSON object: \(line)")
         }
+        return object
     }
 
     /// Interrupts the process as Ctrl-C would and waits for it to end.

@@ -260,6 +260,14 @@ public final class Subprocess: Sendable {
         }
     }
 
+    /// The next line of standard output, failing after `timeout` or when the process ends.
+    public func nextLine(timeout: Duration = .seconds(60)) async throws -> String {
+        try await withSubprocessTimeout(timeout, "no line on standard output; standard error: \(standardError)") {
+            for await line in self.lines { return line }
+            throw SubprocessError("the process ended; standard error: \(self.standardError)")
+        }
+    }
+
     /// Runs `executable` to its end and returns its termination and output.
     public static func run(
         _ executable: URL, _ arguments: [String], environment: [String: String] = [:],

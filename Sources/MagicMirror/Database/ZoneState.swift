@@ -39,46 +39,12 @@ package struct ZoneState: Sendable {
     package func prepare(
         _ operations: [RecordOperation], writer: String
     ) -> Result<[StoredRecord?], CommitConflict> {
-        var results: [CommitOutcome.Result] = []
-        var produced: [StoredRecord?] = []
-        var conflicted = false
-        results.reserveCapacity(operations.count)
-        produced.reserveCapacity(operations.count)
-        for operation in operations {
-            let stored = records[operation.recordID]
-            if let stored, stored.writer == writer, stored.modified == operation.timestamp {
-                // A retry of a change that is already stored.
-                results.append(.applied(stored))
-                produced.append(nil)
-                continue
-            }
-            let storedVersion = stored?.version ?? 0
-            guard storedVersion == operation.baseVersion else {
-                conflicted = true
-                results.append(.conflict(current: stored))
-                produced.append(nil)
-                continue
-            }
-            let fields: Data?
-            switch operation.action {
-            case .save(let data): fields = data
-            case .delete: fields = nil
-            }
-            let record = StoredRecord(
-                id: operation.recordID, version: storedVersion + 1, fields: fields,
-                modified: operation.timestamp, writer: writer,
-                created: Self.created(after: stored, at: operation.timestamp))
-            results.append(.applied(record))
-            produced.append(record)
+        switch CommitPlan(operations, writer: writer, stored: { records[$0] }) {
+        case .apply(let produced):
+            return .success(produced)
+        case .refuse(let results):
+            return .failure(CommitConflict(outcome: CommitOutcome(results: results, token: token)))
         }
-        if conflicted {
-            let marked = results.map { result -> CommitOutcome.Result in
-                if case .applied = result { return .notApplied }
-                return result
-            }
-            return .failure(CommitConflict(outcome: CommitOutcome(results: marked, token: token)))
-        }
-        return .success(produced)
     }
 
     /// Applies one committed change (a new record state) as the next sequence number.

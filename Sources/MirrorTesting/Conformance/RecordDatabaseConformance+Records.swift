@@ -75,6 +75,40 @@ extension RecordDatabaseConformance {
             try expect(try await db.commit([save("r1", ["v": 4], base: 3)], to: zone).isApplied, "re-creation")
             try expectEqual(try await db.fetch(["r1"], in: zone).map(\.version), [4], "the re-created version")
         },
+        ConformanceCheck("created is the first save's clock, kept by edits and set anew after a delete", requirement: 3) {
+            subject in
+            let db = subject.database
+            let first = save("r1", ["v": 1])
+            try await db.commit([first], to: zone)
+            let edit = save("r1", ["v": 2], base: 1)
+            let edited = try applied(try await db.commit([edit], to: zone).results.first)
+            try expectEqual(edited.modified, edit.timestamp, "modified after an edit")
+            try expectEqual(edited.created, first.timestamp, "created in the result of an edit")
+            try expectEqual(try await db.fetch(["r1"], in: zone).map(\.created), [first.timestamp], "created fetched")
+            try expectEqual(
+                try await db.changes(in: zone, since: .initial).records.map(\.created), [first.timestamp],
+                "created in the changes")
+            try expectEqual(
+                try await subject.otherWriter().fetch(["r1"], in: zone).map(\.created), [first.timestamp],
+                "created seen by another writer")
+            // A new generation of the history keeps it.
+            try await subject.startNewGeneration(zone)
+            try await db.commit([save("r1", ["v": 3], base: 2)], to: zone)
+            try expectEqual(
+                try await db.fetchAll(in: zone).records.map(\.created), [first.timestamp],
+                "created after a new generation and an edit")
+            try expectEqual(
+                try await subject.otherWriter().fetchAll(in: zone).records.map(\.created), [first.timestamp],
+                "created seen by another writer after a new generation")
+            // Deleted, then saved again: created anew.
+            try await db.commit([.delete("r1", baseVersion: 3, timestamp: now())], to: zone)
+            let again = save("r1", ["v": 4], base: 4)
+            let recreated = try applied(try await db.commit([again], to: zone).results.first)
+            try expectEqual(recreated.created, again.timestamp, "created in the result of a re-creation")
+            try expectEqual(
+                try await subject.otherWriter().fetch(["r1"], in: zone).map(\.created), [again.timestamp],
+                "created of a re-created record seen by another writer")
+        },
         ConformanceCheck("stale base versions conflict with the current record", requirement: 4) { subject in
             let db = subject.database
             let other = try await subject.otherWriter()

@@ -98,7 +98,12 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
         role = configuration.username
         writerID = "pg-" + UUID().uuidString.lowercased()
         do {
-            (identifier, baseGeneration) = try await PostgreSQLSchema.migrate(client, logger: logger)
+            // A server that went away while this opens would hold it forever: give up as
+            // timedOut (transient), which the caller may retry.
+            let silent = logger
+            (identifier, baseGeneration) = try await withDeadline(serverDeadline, "opening the database") {
+                try await PostgreSQLSchema.migrate(client, logger: silent)
+            }
         } catch {
             runTask.cancel()
             throw PostgreSQLErrors.mirrorError(error, "opening the database")
@@ -156,7 +161,7 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
                 }
                 let stored = try await RecordRows.select(
                     zoneID: row.zoneID, ids: operations.map(\.recordID), on: connection, logger: logger)
-                switch CommitRules.plan(operations, stored: stored, writer: writer) {
+                switch CommitPlan(operations, writer: writer, stored: { stored[RecordKey($0)] }) {
                 case .refuse(let results):
                     return (CommitOutcome(results: results, token: row.token), row.token, [])
                 case .apply(let produced):
@@ -213,11 +218,14 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
         let key = ZoneKey(zone)
         let logger = logger
         do {
-            let found = try await client.withConnection { connection in
-                guard let row = try await ZoneRow.read(key, on: connection, logger: logger) else {
-                    return [RecordKey: StoredRecord]()
+            let client = client
+            let found = try await withDeadline(serverDeadline, "fetching from \(zone)") {
+                try await client.withConnection { connection in
+                    guard let row = try await ZoneRow.read(key, on: connection, logger: logger) else {
+                        return [RecordKey: StoredRecord]()
+                    }
+                    return try await RecordRows.select(zoneID: row.zoneID, ids: recordIDs, on: connection, logger: logger)
                 }
-                return try await RecordRows.select(zoneID: row.zoneID, ids: recordIDs, on: connection, logger: logger)
             }
             return recordIDs.compactMap { id in found[RecordKey(id)].flatMap { $0.isDeleted ? nil : $0 } }
         } catch {
@@ -253,8 +261,11 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
         let key = ZoneKey(zone)
         let logger = logger
         do {
-            let token = try await client.withConnection { connection in
-                try await ZoneRow.read(key, on: connection, logger: logger)?.token ?? .initial
+            let client = client
+            let token = try await withDeadline(serverDeadline, "reading the token of \(zone)") {
+                try await client.withConnection { connection in
+                    try await ZoneRow.read(key, on: connection, logger: logger)?.token ?? .initial
+                }
             }
             listening.note(token, of: zone)
             return token

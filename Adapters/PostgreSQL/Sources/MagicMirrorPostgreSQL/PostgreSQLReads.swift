@@ -16,7 +16,8 @@ enum PostgreSQLReads {
         try zone.validate()
         let key = ZoneKey(zone)
         do {
-            return try await client.withTransaction(logger: logger) { connection in
+            return try await withDeadline(serverDeadline, "reading \(zone)") {
+            try await client.withTransaction(logger: logger) { connection in
                 try await connection.query(
                     "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
                 guard let row = try await ZoneRow.read(key, on: connection, logger: logger) else {
@@ -32,6 +33,7 @@ enum PostgreSQLReads {
                 }
                 let records = try await RecordRows.live(zoneID: row.zoneID, on: connection, logger: logger)
                 return (ChangeSet(records: records, token: current, isComplete: true), row.zoneID)
+            }
             }
         } catch {
             throw PostgreSQLErrors.mirrorError(error, "reading \(zone)", zone: zone)

@@ -12,7 +12,7 @@ import PostgresNIO
 /// The article "Running on PostgreSQL" documents each table.
 enum PostgreSQLSchema {
     /// The version this code writes and reads.
-    static let currentVersion = 1
+    static let currentVersion = 2
 
     /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
     /// version 1 from nothing. A later version appends a step; none is ever edited.
@@ -74,6 +74,23 @@ enum PostgreSQLSchema {
             "GRANT SELECT ON magicmirror.meta TO PUBLIC",
             "GRANT SELECT, INSERT, UPDATE ON magicmirror.zones, magicmirror.records TO PUBLIC",
             "GRANT USAGE ON SEQUENCE magicmirror.change_seq, magicmirror.zones_zone_id_seq TO PUBLIC",
+        ],
+        // Version 2: each record's creation clock (`StoredRecord.created`). A record stored
+        // by version 1 gets the clock of its last change, since its creation clock was not
+        // kept (exact for records never edited since).
+        [
+            """
+            ALTER TABLE magicmirror.records
+                ADD COLUMN created_millis bigint, ADD COLUMN created_counter bigint
+            """,
+            """
+            UPDATE magicmirror.records
+            SET created_millis = modified_millis, created_counter = modified_counter
+            """,
+            """
+            ALTER TABLE magicmirror.records
+                ALTER COLUMN created_millis SET NOT NULL, ALTER COLUMN created_counter SET NOT NULL
+            """,
         ],
     ]
 

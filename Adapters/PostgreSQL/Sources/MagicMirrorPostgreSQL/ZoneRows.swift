@@ -67,6 +67,10 @@ struct ZoneRow: Sendable {
 
 /// Reading and writing `magicmirror.records`.
 enum RecordRows {
+    /// The columns of a ``StoredRecord``, in the order ``decode(_:)`` reads them.
+    private static let columns =
+        "id, version, fields, modified_millis, modified_counter, writer, created_millis, created_counter"
+
     /// The stored records (tombstones included) among `ids`, by the UTF-8 bytes of their
     /// id: ids are compared byte for byte (`"e\u{301}"` and `"\u{e9}"` are two records),
     /// as the server's `"C"` collation does, not by Swift's canonical equivalence.
@@ -75,7 +79,7 @@ enum RecordRows {
     ) async throws -> [RecordKey: StoredRecord] {
         let rows = try await connection.query(
             """
-            SELECT id, version, fields, modified_millis, modified_counter, writer FROM magicmirror.records
+            SELECT \(unescaped: columns) FROM magicmirror.records
             WHERE zone_id = \(zoneID) AND id = ANY(\(ids)::text[])
             """, logger: logger)
         var found: [RecordKey: StoredRecord] = [:]
@@ -91,7 +95,7 @@ enum RecordRows {
         try await decode(
             connection.query(
                 """
-                SELECT id, version, fields, modified_millis, modified_counter, writer FROM magicmirror.records
+                SELECT \(unescaped: columns) FROM magicmirror.records
                 WHERE zone_id = \(zoneID) AND seq > \(sequence) ORDER BY seq, id
                 """, logger: logger))
     }
@@ -101,7 +105,7 @@ enum RecordRows {
         try await decode(
             connection.query(
                 """
-                SELECT id, version, fields, modified_millis, modified_counter, writer FROM magicmirror.records
+                SELECT \(unescaped: columns) FROM magicmirror.records
                 WHERE zone_id = \(zoneID) AND fields IS NOT NULL ORDER BY seq, id
                 """, logger: logger))
     }
@@ -127,19 +131,25 @@ enum RecordRows {
         let millis = records.map { Int($0.modified.millis) }
         let counters = records.map { Int($0.modified.counter) }
         let writers = records.map(\.writer)
+        let createdMillis = records.map { Int($0.created.millis) }
+        let createdCounters = records.map { Int($0.created.counter) }
         try await connection.query(
             """
             INSERT INTO magicmirror.records
-                (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq)
+                (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq,
+                 created_millis, created_counter)
             SELECT \(zoneID), \(key.scope), \(key.owner), r.id, r.version,
-                   CASE WHEN r.deleted THEN NULL ELSE r.fields END, r.millis, r.counter, r.writer, \(sequence)
+                   CASE WHEN r.deleted THEN NULL ELSE r.fields END, r.millis, r.counter, r.writer, \(sequence),
+                   r.created_millis, r.created_counter
             FROM unnest(\(ids)::text[], \(versions)::int8[], \(fields)::bytea[], \(deleted)::bool[],
-                        \(millis)::int8[], \(counters)::int8[], \(writers)::text[])
-                AS r(id, version, fields, deleted, millis, counter, writer)
+                        \(millis)::int8[], \(counters)::int8[], \(writers)::text[],
+                        \(createdMillis)::int8[], \(createdCounters)::int8[])
+                AS r(id, version, fields, deleted, millis, counter, writer, created_millis, created_counter)
             ON CONFLICT (zone_id, id) DO UPDATE SET
                 version = EXCLUDED.version, fields = EXCLUDED.fields,
                 modified_millis = EXCLUDED.modified_millis, modified_counter = EXCLUDED.modified_counter,
-                writer = EXCLUDED.writer, seq = EXCLUDED.seq
+                writer = EXCLUDED.writer, seq = EXCLUDED.seq,
+                created_millis = EXCLUDED.created_millis, created_counter = EXCLUDED.created_counter
             """, logger: logger)
         try await connection.query(
             "UPDATE magicmirror.zones SET last_seq = \(sequence) WHERE zone_id = \(zoneID)", logger: logger)
@@ -148,14 +158,15 @@ enum RecordRows {
 
     private static func decode(_ rows: PostgresRowSequence) async throws -> [StoredRecord] {
         var records: [StoredRecord] = []
-        for try await (id, version, fields, millis, counter, writer) in rows.decode(
-            (String, Int, Data?, Int, Int, String).self
+        for try await (id, version, fields, millis, counter, writer, createdMillis, createdCounter) in rows.decode(
+            (String, Int, Data?, Int, Int, String, Int, Int).self
         ) {
             records.append(
                 StoredRecord(
                     id: id, version: version, fields: fields,
                     modified: HLCTimestamp(millis: Int64(millis), counter: UInt32(clamping: counter)),
-                    writer: writer))
+                    writer: writer,
+                    created: HLCTimestamp(millis: Int64(createdMillis), counter: UInt32(clamping: createdCounter))))
         }
         return records
     }

@@ -41,9 +41,10 @@ struct PostgreSQLListeningTests {
                          zone AS (UPDATE magicmirror.zones SET last_seq = (SELECT seq FROM next)
                                   WHERE scope = 'public' AND record_type = 'Todo' RETURNING zone_id)
                     INSERT INTO magicmirror.records
-                        (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq)
+                        (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq,
+                         created_millis, created_counter)
                     SELECT zone_id, 'public', '', 'silent', 1, convert_to('{"title":"silent"}', 'UTF8'), 1, 0,
-                           'outsider', (SELECT seq FROM next) FROM zone
+                           'outsider', (SELECT seq FROM next), 1, 0 FROM zone
                     """, logger: TestServer.logger)
                 try await client.query(
                     """

@@ -29,6 +29,12 @@ guard arguments.count == 5, let count = Int(arguments[3]) else {
 let url = arguments[1]
 let name = arguments[2]
 let workers = arguments[4].split(separator: ",").map(String.init)
+let started = ContinuousClock.now
+
+/// One line of progress on standard error, which a test shows when the worker fails.
+@Sendable func progress(_ step: String) {
+    FileHandle.standardError.write(Data("\(name) \(ContinuousClock.now - started): \(step)\n".utf8))
+}
 
 /// Every worker's items once all are done: the odd ones, edited to 1 (the even ones are deleted).
 let expected = Set(workers.flatMap { worker in (0..<count).filter { $0 % 2 == 1 }.map { "\(worker)-\($0)" } })
@@ -46,6 +52,10 @@ do {
         }
     }
     guard let (database, mirror) = opened else { exit(1) }
+    progress("opened")
+    let errorLog = NotificationCenter.default.addObserver(forName: .mirrorError, object: nil, queue: nil) { note in
+        progress("error: \(note.object.map { "\($0)" } ?? "?")")
+    }
     let events = Mutex<[String: Int]>([:])
     let changes = mirror.changes
     let watcher = Task {
@@ -59,19 +69,24 @@ do {
     }
     for index in 0..<count { mirror.dataModel.append(Item(id: "\(name)-\(index)", value: 0)) }
     try await mirror.waitUntilCommitted(timeout: .seconds(120))
+    progress("appends committed")
     for index in mirror.dataModel.indices where mirror.dataModel[index].id.hasPrefix("\(name)-") {
         mirror.dataModel[index].value = 1
     }
     try await mirror.waitUntilCommitted(timeout: .seconds(120))
+    progress("edits committed")
     for index in stride(from: count - 1, through: 0, by: -1) where index % 2 == 0 {
         if let position = mirror.dataModel.firstIndex(where: { $0.id == "\(name)-\(index)" }) {
             mirror.dataModel.remove(at: position)
         }
     }
     try await mirror.waitUntilCommitted(timeout: .seconds(120))
+    progress("deletes committed")
     try await mirror.waitUntil(timeout: .seconds(120), "every worker's final state") { items in
         Set(items.map(\.id)) == expected && items.allSatisfy { $0.value == 1 }
     }
+    progress("converged")
+    NotificationCenter.default.removeObserver(errorLog)
     watcher.cancel()
     let seen = events.withLock { $0 }
     let inserts = seen.filter { $0.key.hasPrefix("insert ") }.count

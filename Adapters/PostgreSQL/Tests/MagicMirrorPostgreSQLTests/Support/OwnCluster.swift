@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 
 /// A PostgreSQL cluster of one test's own, for tests that restart or kill the server, so
 /// that the other tests, which share the server of `with-postgres.sh`, are not disturbed.
@@ -41,29 +42,14 @@ struct OwnCluster: Sendable {
 
     /// Runs the script and returns what it printed; throws when it fails.
     static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        // Files, not pipes: the server the script starts would inherit a pipe and hold it
-        // open, so reading it to its end would never return.
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("cluster-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: log.path + ".out", contents: nil)
-        _ = FileManager.default.createFile(atPath: log.path + ".err", contents: nil)
-        defer {
-            try? FileManager.default.removeItem(atPath: log.path + ".out")
-            try? FileManager.default.removeItem(atPath: log.path + ".err")
-        }
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: log.path + ".out"))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log.path + ".err"))
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
-        let printed = (try? String(contentsOfFile: log.path + ".out", encoding: .utf8)) ?? ""
-        guard status == 0 else {
-            let message = (try? String(contentsOfFile: log.path + ".err", encoding: .utf8)) ?? ""
-            throw MirrorError(.unavailable, "postgres-cluster.sh \(arguments.joined(separator: " ")) failed: \(message)")
+        // The server the script starts keeps no descriptor of ours (the script closes them),
+        // so the pipes end with the script.
+        let (termination, printed, errors) = try await Subprocess.run(
+            URL(fileURLWithPath: "/bin/bash"), [script] + arguments, environment: environment,
+            timeout: .seconds(180))
+        guard termination == .exited(0) else {
+            throw MirrorError(
+                .unavailable, "postgres-cluster.sh \(arguments.joined(separator: " ")) \(termination): \(errors)")
         }
         return printed
     }

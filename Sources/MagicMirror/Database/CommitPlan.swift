@@ -1,0 +1,69 @@
+import Foundation
+
+/// What one commit does, by requirements 3 to 5 of ``RecordDatabase``: the records to store,
+/// or the results of a commit refused because an operation conflicts.
+///
+/// Every database MagicMirror ships decides its commits with it, and so can yours: read the
+/// records the operations name, as stored when the commit starts (tombstones included),
+/// make the plan, then store ``apply(_:)``'s records atomically, or store nothing and return
+/// ``refuse(_:)``'s results. For example, in a database that keeps a dictionary:
+///
+/// ```swift
+/// switch CommitPlan(operations, writer: writerID, stored: { records[$0] }) {
+/// case .apply(let produced):
+///     for record in produced.compactMap({ $0 }) { records[record.id] = record }
+/// case .refuse(let results):
+///     return CommitOutcome(results: results, token: token)
+/// }
+/// ```
+public enum CommitPlan: Hashable, Sendable {
+    /// Every operation applies: the record each one stores, in the order of the operations
+    /// (with its version, clock, writer and creation clock set), or `nil` for the retry of
+    /// a change already stored (same writer and timestamp), which stores nothing.
+    case apply([StoredRecord?])
+    /// At least one operation's base version is not the stored version: nothing is
+    /// stored. One result per operation: ``CommitOutcome/Result/conflict(current:)`` for
+    /// those that conflict, ``CommitOutcome/Result/notApplied`` for the others.
+    case refuse([CommitOutcome.Result])
+
+    /// Decides what `operations` do to the records they name.
+    ///
+    /// - Parameters:
+    ///   - operations: The commit's operations, at most one per record, already validated.
+    ///   - writer: The committing database's ``RecordDatabase/writerID``.
+    ///   - stored: The record stored under an id (a tombstone for a deleted record), or
+    ///     `nil` for one never stored.
+    public init(_ operations: [RecordOperation], writer: String, stored: (String) -> StoredRecord?) {
+        var produced: [StoredRecord?] = []
+        var conflicts: [CommitOutcome.Result?] = []
+        var conflicted = false
+        produced.reserveCapacity(operations.count)
+        for operation in operations {
+            let current = stored(operation.recordID)
+            if let current, current.writer == writer, current.modified == operation.timestamp {
+                // A retry of a change that is already stored.
+                produced.append(nil)
+                conflicts.append(nil)
+                continue
+            }
+            let version = current?.version ?? 0
+            guard version == operation.baseVersion else {
+                conflicted = true
+                produced.append(nil)
+                conflicts.append(.conflict(current: current))
+                continue
+            }
+            let fields: Data? = switch operation.action {
+            case .save(let data): data
+            case .delete: nil
+            }
+            produced.append(
+                StoredRecord(
+                    id: operation.recordID, version: version + 1, fields: fields,
+                    modified: operation.timestamp, writer: writer,
+                    created: ZoneState.created(after: current, at: operation.timestamp)))
+            conflicts.append(nil)
+        }
+        self = conflicted ? .refuse(conflicts.map { $0 ?? .notApplied }) : .apply(produced)
+    }
+}
