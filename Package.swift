@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "MagicMirror", targets: ["MagicMirror"]),
         .library(name: "MirrorTesting", targets: ["MirrorTesting"]),
+        .executable(name: "mirror-db", targets: ["mirror-db"]),
         // The example's console, for mirror-todo-postgres in Adapters/PostgreSQL.
         .library(name: "TodoConsoleKit", targets: ["TodoConsoleKit"]),
         // Child processes for tests (posix_spawn), for Adapters/PostgreSQL's tests; not API.
@@ -24,6 +25,18 @@ let package = Package(
             dependencies: ["TodoConsoleKit"],
             path: "Examples/TodoConsole"
         ),
+        // The README's usage tour, compiled and run by ExampleTests: `swift run mirror-tour`.
+        .executableTarget(
+            name: "mirror-tour",
+            dependencies: ["MagicMirror"],
+            path: "Examples/Tour"
+        ),
+        // A tool to look inside a database: `swift run mirror-db help`.
+        .executableTarget(
+            name: "mirror-db",
+            dependencies: ["MagicMirror"],
+            path: "Tools/MirrorDB"
+        ),
         // The benchmark: `swift run -c release mirror-bench`.
         .executableTarget(
             name: "mirror-bench",
@@ -36,6 +49,12 @@ let package = Package(
             dependencies: ["MagicMirror", "MirrorTesting", "MirrorTestSupport"],
             path: "Tests/MirrorWorker"
         ),
+        // The DocC articles' code that runs as a program of its own, run by ExampleTests.
+        .executableTarget(
+            name: "mirror-doc-examples",
+            dependencies: ["MagicMirror"],
+            path: "Tests/DocumentationExamples"
+        ),
         // Test support shared by the test targets (child processes); not a product.
         .target(name: "MirrorTestSupport", path: "Tests/Support"),
         .testTarget(
@@ -44,7 +63,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ExampleTests",
-            dependencies: ["MirrorTestSupport", "mirror-todo"]
+            dependencies: ["MirrorTestSupport", "mirror-todo", "mirror-tour", "mirror-doc-examples", "mirror-db"]
         ),
         .testTarget(
             name: "MirrorTestingTests",

@@ -54,11 +54,21 @@ extension Mirror {
         return stream
     }
 
-    /// Calls `handler` with the current records, then again after changes, until the
-    /// returned ``MirrorCancellable`` is cancelled or deallocated, or the mirror is.
+    /// Calls `handler` with the current records at once, then with a new snapshot each time
+    /// the records have changed, until the returned ``MirrorCancellable`` is cancelled or
+    /// deallocated, or the mirror is.
     ///
-    /// Calls are made one at a time on a background task. Changes made while a call runs
-    /// are delivered together in the next call, with the records as they are then.
+    /// The first call is made before `observe` returns, on the caller's thread. Later calls
+    /// are made one at a time on a background task and are coalesced snapshots: changes
+    /// made while a call runs, or in a quick succession, arrive together in one call with
+    /// the records as they are then, so intermediate states can be skipped. A call is made
+    /// only when the records differ from the ones the previous call got: a commit that only
+    /// confirms a change already shown, or an edit undone before the next call, makes no
+    /// call.
+    ///
+    /// For example, appending, editing and removing one record in a row makes no call after
+    /// the first: the records end as they were. To see every change, with its record and
+    /// whether it is committed, read ``changes`` instead.
     ///
     /// ```swift
     /// let observation = mirror.observe { todos in print(todos.count, "items") }
@@ -66,20 +76,33 @@ extension Mirror {
     /// observation.cancel()
     /// ```
     ///
-    /// - Parameter handler: Gets the records; must not block for long.
+    /// - Parameter handler: Gets the records; must not block for long. Each call reads the
+    ///   whole array, so its cost grows with the number of records.
     /// - Returns: Keep it as long as you want calls.
     public func observe(_ handler: @escaping @Sendable ([Record]) -> Void) -> MirrorCancellable {
         let wakeup = Wakeup()
-        let number = core.withLock { state in
+        let (number, first) = core.withLock { state in
             let number = state.makeDeliveryNumber()
             state.addObserver(number, wakeup)
-            return number
+            return (number, state.isClosed ? nil : state.array.array)
         }
+        guard let first else {
+            core.withLock { $0.removeObserver(number) }
+            return MirrorCancellable {}
+        }
+        // Before the task starts, so that calls never overlap.
+        handler(first)
         let task = Task { [weak self] in
-            while !Task.isCancelled {
-                guard let records = self?.currentRecords() else { return }
-                handler(records)
+            var delivered = first
+            while true {
                 await wakeup.wait()
+                guard !Task.isCancelled, let records = self?.currentRecords() else { return }
+                // Equal arrays that share storage compare in constant time: a wake-up after
+                // a commit that changed nothing costs nothing.
+                if records != delivered {
+                    delivered = records
+                    handler(records)
+                }
             }
         }
         return MirrorCancellable { [weak self] in

@@ -101,7 +101,8 @@ import Synchronization
 ///   local or remote; pending or committed).
 /// - The Observation framework: `Mirror` is `Observable`; reading ``dataModel`` inside
 ///   `withObservationTracking` (or a SwiftUI view) tracks it.
-/// - ``observe(_:)``: a closure called with the current records, then after every change.
+/// - ``observe(_:)``: a closure called with the current records at once, then with a
+///   snapshot whenever they have changed (coalesced; never when nothing changed).
 ///
 /// > Important: A mirror stops its work when it is deallocated: its subscription, its
 /// > observers and its background task end. While changes wait to be committed, its

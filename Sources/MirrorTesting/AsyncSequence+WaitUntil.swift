@@ -27,11 +27,11 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///     `"three failed commits"`).
     ///   - predicate: The condition; called once per element, on the reading task.
     /// - Returns: The first element that satisfies `predicate`.
-    /// - Throws: A ``MirrorError`` of kind ``MirrorError/Kind/timedOut`` when no element
+    /// - Throws: A `MirrorError` of kind `MirrorError.Kind.timedOut` when no element
     ///   matched in time, or when the sequence ended or failed first; its message shows the
-    ///   last element seen. ``MirrorError/Kind/cancelled`` when the waiting task is
+    ///   last element seen. `MirrorError.Kind.cancelled` when the waiting task is
     ///   cancelled. An error thrown by `predicate` is wrapped in a `.timedOut` error whose
-    ///   ``MirrorError/underlying`` is the original.
+    ///   `MirrorError.underlying` is the original.
     @discardableResult
     public func waitUntil(
         timeout: Duration = .seconds(10),

@@ -21,7 +21,7 @@ public struct CommitLogEntry: Sendable, CustomStringConvertible {
     /// What became of a commit.
     public enum Result: Sendable {
         /// The commit was checked against the stored records: either every operation was
-        /// applied, or, when one conflicted, none was (see ``CommitOutcome``).
+        /// applied, or, when one conflicted, none was (see `CommitOutcome`).
         case completed(CommitOutcome)
         /// The commit threw; nothing was stored.
         case failed(MirrorError)
@@ -31,7 +31,7 @@ public struct CommitLogEntry: Sendable, CustomStringConvertible {
     public var index: Int
     /// The zone committed to.
     public var zone: ZoneID
-    /// The ``RecordDatabase/writerID`` of the instance (or simulated writer) that committed.
+    /// The `RecordDatabase.writerID` of the instance (or simulated writer) that committed.
     public var writer: String
     /// The operations, as passed to `commit` (for a simulated change, as the simulated
     /// writer made them).

@@ -2,7 +2,7 @@ import Foundation
 import MagicMirror
 import Synchronization
 
-/// Collects the ``MirrorError``s posted as `.mirrorError` notifications, for assertions.
+/// Collects the `MirrorError`s posted as `.mirrorError` notifications, for assertions.
 ///
 /// MagicMirror posts exactly one notification named `.mirrorError`, with the error as
 /// `object`, for every failure of work that runs in the background. Make a recorder before
@@ -25,7 +25,7 @@ import Synchronization
 public final class ErrorNotificationRecorder: Sendable {
     private struct State: Sendable {
         var errors: [MirrorError] = []
-        /// Notifications named `.mirrorError` whose object was not a ``MirrorError``.
+        /// Notifications named `.mirrorError` whose object was not a `MirrorError`.
         var malformed = 0
         var waiters: [Int: Waiter] = [:]
         var nextWaiter = 0
@@ -76,7 +76,7 @@ public final class ErrorNotificationRecorder: Sendable {
     ///
     /// - Parameters:
     ///   - center: The center to observe; `.default` by default.
-    ///   - recordType: Record only errors whose ``MirrorError/recordType`` is this.
+    ///   - recordType: Record only errors whose `MirrorError.recordType` is this.
     ///   - scope: Record only errors of this scope; any scope when `nil`.
     ///   - kinds: Record only errors of these kinds; any kind when `nil`.
     public convenience init(
@@ -99,7 +99,7 @@ public final class ErrorNotificationRecorder: Sendable {
     public var count: Int { state.withLock { $0.errors.count } }
 
     /// How many `.mirrorError` notifications arrived whose `object` was not a
-    /// ``MirrorError`` (and were therefore not recorded). Always 0 for notifications that
+    /// `MirrorError` (and were therefore not recorded). Always 0 for notifications that
     /// MagicMirror posts.
     public var malformedCount: Int { state.withLock { $0.malformed } }
 
@@ -134,9 +134,9 @@ public final class ErrorNotificationRecorder: Sendable {
     ///   - count: How many errors to wait for (counting those recorded already).
     ///   - timeout: How long to wait.
     /// - Returns: Every error recorded so far (at least `count`).
-    /// - Throws: ``MirrorError/Kind/timedOut`` when fewer than `count` errors arrived in
+    /// - Throws: `MirrorError.Kind.timedOut` when fewer than `count` errors arrived in
     ///   time; its message says how many did and what they were.
-    ///   ``MirrorError/Kind/cancelled`` when the waiting task is cancelled.
+    ///   `MirrorError.Kind.cancelled` when the waiting task is cancelled.
     @discardableResult
     public func waitForErrors(
         count: Int = 1, timeout: Duration = .seconds(10)

@@ -9,10 +9,10 @@ extension InMemoryDatabase {
     public enum Availability: Sendable, Hashable, CustomStringConvertible {
         /// Reads and commits work (subject to the other injected faults).
         case available
-        /// Every commit and every read throws ``MirrorError/Kind/unavailable``, as when a
+        /// Every commit and every read throws `MirrorError.Kind.unavailable`, as when a
         /// database server cannot be reached.
         case unavailable
-        /// Every commit throws ``MirrorError/Kind/readOnly``; reads work, as on a file
+        /// Every commit throws `MirrorError.Kind.readOnly`; reads work, as on a file
         /// system mounted read-only.
         case readOnly
 
@@ -30,7 +30,7 @@ extension InMemoryDatabase {
     /// first.
     ///
     /// While it is ``Availability/unavailable`` or ``Availability/readOnly``, commits throw
-    /// a ``MirrorError`` of that kind that names the zone, record type, scope and record
+    /// a `MirrorError` of that kind that names the zone, record type, scope and record
     /// ids, and store nothing; set it back to ``Availability/available`` to recover. An
     /// availability failure takes precedence over (and does not use up) the failures
     /// queued with ``failNextCommits(_:with:in:)``.
@@ -51,7 +51,7 @@ extension InMemoryDatabase {
     /// `.zero` at first.
     ///
     /// The wait is a `Task.sleep`: cancelling the committing task ends it, and the commit
-    /// then throws ``MirrorError/Kind/cancelled`` and stores nothing. A new value applies to
+    /// then throws `MirrorError.Kind.cancelled` and stores nothing. A new value applies to
     /// the commits already waiting, too: each waits until the time it started plus the
     /// latency now set, so setting it back to `.zero` lets them all go on at once.
     ///
@@ -77,14 +77,14 @@ extension InMemoryDatabase {
     /// first.
     ///
     /// Like ``commitLatency``: a cancellable `Task.sleep` (a cancelled read throws
-    /// ``MirrorError/Kind/cancelled``), and a new value applies to the reads already
+    /// `MirrorError.Kind.cancelled`), and a new value applies to the reads already
     /// waiting.
     public var readLatency: Duration {
         get { faults.withLock { $0.readLatency } }
         set { changeLatency { $0.readLatency = newValue } }
     }
 
-    /// Makes the next `count` commits of this instance throw a ``MirrorError`` of `kind`.
+    /// Makes the next `count` commits of this instance throw a `MirrorError` of `kind`.
     ///
     /// Exactly `count` commits fail, even when they run concurrently; the ones after them
     /// succeed (unless more failures are queued). A failed commit stores nothing, and its
@@ -104,15 +104,15 @@ extension InMemoryDatabase {
     ///
     /// - Parameters:
     ///   - count: How many commits fail; nothing is queued when it is 0 or less.
-    ///   - kind: The kind of the errors, for example ``MirrorError/Kind/ioFailure`` (a
-    ///     transient one) or ``MirrorError/Kind/invalidRecord`` (a permanent one).
+    ///   - kind: The kind of the errors, for example `MirrorError.Kind.ioFailure` (a
+    ///     transient one) or `MirrorError.Kind.invalidRecord` (a permanent one).
     ///   - zone: Only commits to this zone fail (and count); `nil` for every zone.
     public func failNextCommits(_ count: Int = 1, with kind: MirrorError.Kind, in zone: ZoneID? = nil) {
         guard count > 0 else { return }
         faults.withLock { $0.failures.append(InjectedFailure(of: .commit, count: count, kind: kind, zone: zone)) }
     }
 
-    /// Makes the next `count` reads of this instance throw a ``MirrorError`` of `kind`.
+    /// Makes the next `count` reads of this instance throw a `MirrorError` of `kind`.
     ///
     /// Reads are ``fetchAll(in:)``, ``fetch(_:in:)``, ``changes(in:since:)`` and
     /// ``currentToken(in:)``. Otherwise the same as ``failNextCommits(_:with:in:)``.

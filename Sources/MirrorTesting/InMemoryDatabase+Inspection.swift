@@ -4,7 +4,7 @@ import Synchronization
 
 extension InMemoryDatabase {
     /// The live records of a record type, decoded, in the order they were last changed
-    /// (by the ``StoredRecord/modified`` clock reading of their last change, then writer
+    /// (by the `StoredRecord.modified` clock reading of their last change, then writer
     /// and id).
     ///
     /// Reads the store directly, without latency or injected faults, so a test can check
@@ -16,12 +16,12 @@ extension InMemoryDatabase {
     /// ```
     ///
     /// - Parameters:
-    ///   - type: The record type; its ``Recordable/recordType`` names the zone.
+    ///   - type: The record type; its `Recordable.recordType` names the zone.
     ///   - scope: The scope of the zone.
     ///   - user: The owner of a private zone; `nil` for a public zone.
     /// - Returns: Every live record of the zone (no tombstones).
-    /// - Throws: ``MirrorError/Kind/decodingFailed`` naming the first stored record that does
-    ///   not decode as `Record`; ``MirrorError/Kind/invalidName`` for a private scope without
+    /// - Throws: `MirrorError.Kind.decodingFailed` naming the first stored record that does
+    ///   not decode as `Record`; `MirrorError.Kind.invalidName` for a private scope without
     ///   a user, or a public one with a user.
     public func records<Record: Recordable>(
         _ type: Record.Type, scope: Scope = .public, user: String? = nil
@@ -35,7 +35,7 @@ extension InMemoryDatabase {
     }
 
     /// The records of a zone as stored, in the order they were last changed (by the
-    /// ``StoredRecord/modified`` clock reading of their last change, then writer and id).
+    /// `StoredRecord.modified` clock reading of their last change, then writer and id).
     ///
     /// Reads the store directly, without latency or injected faults.
     ///
@@ -58,7 +58,7 @@ extension InMemoryDatabase {
     /// - Parameters:
     ///   - id: The record's id.
     ///   - zone: The zone.
-    /// - Returns: The stored record (check ``StoredRecord/isDeleted``), or `nil` when the
+    /// - Returns: The stored record (check `StoredRecord.isDeleted`), or `nil` when the
     ///   zone has no record with that id (or its tombstone was compacted away).
     public func storedRecord(_ id: String, in zone: ZoneID) -> StoredRecord? {
         store.contents.withLock { $0.zones[zone]?.records[id] }

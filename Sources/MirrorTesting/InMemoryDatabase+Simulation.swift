@@ -11,7 +11,7 @@ extension InMemoryDatabase {
     /// The change goes through the same path as ``commit(_:to:)``: the record's version
     /// grows by one, the zone's token moves forward, the commit is logged (marked
     /// ``CommitLogEntry/isSimulated``) and every subscription of the zone, on every
-    /// instance sharing this store, gets a ``RemoteNotification`` (`.created` or
+    /// instance sharing this store, gets a `RemoteNotification` (`.created` or
     /// `.updated`) carrying `writer` before the call returns. The save is based on the
     /// stored version, so it never conflicts; faults injected into this instance do not
     /// apply to it.
@@ -25,14 +25,14 @@ extension InMemoryDatabase {
     /// ```
     ///
     /// - Parameters:
-    ///   - record: The record to save, in the zone of its ``Recordable/recordType``.
+    ///   - record: The record to save, in the zone of its `Recordable.recordType`.
     ///   - scope: The scope of the zone.
     ///   - user: The owner of a private zone; `nil` for a public zone.
     ///   - writer: The writer id the change carries.
     /// - Returns: The record as stored now.
-    /// - Throws: A ``MirrorError``: ``MirrorError/Kind/invalidName`` for an invalid record id,
+    /// - Throws: A `MirrorError`: `MirrorError.Kind.invalidName` for an invalid record id,
     ///   record type or user (or a private scope without a user),
-    ///   ``MirrorError/Kind/encodingFailed`` when the record does not encode as a JSON
+    ///   `MirrorError.Kind.encodingFailed` when the record does not encode as a JSON
     ///   object. Nothing is stored then.
     @discardableResult
     public func simulateSave<Record: Recordable>(
@@ -56,8 +56,8 @@ extension InMemoryDatabase {
     ///   - zone: The zone to save it in.
     ///   - writer: The writer id the change carries.
     /// - Returns: The record as stored now.
-    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid id or zone,
-    ///   ``MirrorError/Kind/invalidRecord`` when `fields` is not a JSON object. Nothing is
+    /// - Throws: `MirrorError.Kind.invalidName` for an invalid id or zone,
+    ///   `MirrorError.Kind.invalidRecord` when `fields` is not a JSON object. Nothing is
     ///   stored then.
     @discardableResult
     public func simulateSave(
@@ -71,17 +71,17 @@ extension InMemoryDatabase {
     ///
     /// The same path as ``simulateSave(_:scope:user:by:)``: the record's tombstone takes
     /// the next version, the token moves forward, the commit is logged, and every
-    /// subscription of the zone gets a `.deleted` ``RemoteNotification`` before the call
+    /// subscription of the zone gets a `.deleted` `RemoteNotification` before the call
     /// returns.
     ///
     /// - Parameters:
-    ///   - record: The record to delete (only its ``Recordable/recordID`` matters).
+    ///   - record: The record to delete (only its `Recordable.recordID` matters).
     ///   - scope: The scope of the zone.
     ///   - user: The owner of a private zone; `nil` for a public zone.
     ///   - writer: The writer id the change carries.
     /// - Returns: The tombstone as stored now.
-    /// - Throws: ``MirrorError/Kind/notFound`` when no live record has that id (a likely
-    ///   mistake in the test), ``MirrorError/Kind/invalidName`` for an invalid name.
+    /// - Throws: `MirrorError.Kind.notFound` when no live record has that id (a likely
+    ///   mistake in the test), `MirrorError.Kind.invalidName` for an invalid name.
     @discardableResult
     public func simulateDelete<Record: Recordable>(
         _ record: Record, scope: Scope = .public, user: String? = nil,
@@ -99,8 +99,8 @@ extension InMemoryDatabase {
     ///   - zone: The zone it is stored in.
     ///   - writer: The writer id the change carries.
     /// - Returns: The tombstone as stored now.
-    /// - Throws: ``MirrorError/Kind/notFound`` when no live record has that id,
-    ///   ``MirrorError/Kind/invalidName`` for an invalid name.
+    /// - Throws: `MirrorError.Kind.notFound` when no live record has that id,
+    ///   `MirrorError.Kind.invalidName` for an invalid name.
     @discardableResult
     public func simulateDelete(
         id: String, in zone: ZoneID, by writer: String = InMemoryDatabase.simulatedWriterID

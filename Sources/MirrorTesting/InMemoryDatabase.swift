@@ -2,8 +2,8 @@ import Foundation
 import MagicMirror
 import Synchronization
 
-/// A ``RecordDatabase`` that keeps everything in memory, with the same semantics as
-/// ``JSONFileDatabase``: versions, conflicts, idempotent retries, atomic commits, change
+/// A `RecordDatabase` that keeps everything in memory, with the same semantics as
+/// `JSONFileDatabase`: versions, conflicts, idempotent retries, atomic commits, change
 /// tokens and subscriptions.
 ///
 /// Use it to test code that uses `Mirror` without touching the disk:
@@ -76,7 +76,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
         InMemoryDatabase(identifier: identifier, writerID: name, store: store)
     }
 
-    /// Commits a batch of operations on one zone, atomically (see ``RecordDatabase``).
+    /// Commits a batch of operations on one zone, atomically (see `RecordDatabase`).
     ///
     /// Before the operations are checked, the injected faults apply in this order: the
     /// ``commitLatency`` elapses, then the commit fails when ``availability`` is not
@@ -84,9 +84,9 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// is due. Every call is logged in ``commitLog`` when it ends, and counted in
     /// ``commitsInProgress`` while it runs.
     ///
-    /// - Throws: A ``MirrorError``: an injected one, ``MirrorError/Kind/cancelled`` when the
+    /// - Throws: A `MirrorError`: an injected one, `MirrorError.Kind.cancelled` when the
     ///   task is cancelled during the latency, or an invalid name or record. Nothing is
-    ///   stored then, and the error says so (``MirrorError/nothingStored``).
+    ///   stored then, and the error says so (`MirrorError.nothingStored`).
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
         store.countCommitInProgress(+1)
@@ -106,10 +106,10 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
         ).outcome
     }
 
-    /// Every live record of a zone (see ``RecordDatabase``).
+    /// Every live record of a zone (see `RecordDatabase`).
     ///
-    /// - Throws: An injected ``MirrorError`` (after the ``readLatency``), or
-    ///   ``MirrorError/Kind/invalidName`` for an invalid zone.
+    /// - Throws: An injected `MirrorError` (after the ``readLatency``), or
+    ///   `MirrorError.Kind.invalidName` for an invalid zone.
     public func fetchAll(in zone: ZoneID) async throws -> ChangeSet {
         try await prepareRead(of: zone)
         return store.contents.withLock { contents in
@@ -118,38 +118,38 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
         }
     }
 
-    /// The live records with the given ids (see ``RecordDatabase``).
+    /// The live records with the given ids (see `RecordDatabase`).
     ///
-    /// - Throws: An injected ``MirrorError`` (after the ``readLatency``), or
-    ///   ``MirrorError/Kind/invalidName`` for an invalid zone.
+    /// - Throws: An injected `MirrorError` (after the ``readLatency``), or
+    ///   `MirrorError.Kind.invalidName` for an invalid zone.
     public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
         try await prepareRead(of: zone, recordIDs: recordIDs)
         return store.contents.withLock { ($0.zones[zone] ?? ZoneState()).fetch(recordIDs) }
     }
 
-    /// The changes of a zone after `token` (see ``RecordDatabase``).
+    /// The changes of a zone after `token` (see `RecordDatabase`).
     ///
-    /// - Throws: An injected ``MirrorError`` (after the ``readLatency``), or
-    ///   ``MirrorError/Kind/invalidName`` for an invalid zone.
+    /// - Throws: An injected `MirrorError` (after the ``readLatency``), or
+    ///   `MirrorError.Kind.invalidName` for an invalid zone.
     public func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
         try await prepareRead(of: zone)
         return store.contents.withLock { ($0.zones[zone] ?? ZoneState()).changes(since: token) }
     }
 
-    /// The zone's current token (see ``RecordDatabase``).
+    /// The zone's current token (see `RecordDatabase`).
     ///
-    /// - Throws: An injected ``MirrorError`` (after the ``readLatency``), or
-    ///   ``MirrorError/Kind/invalidName`` for an invalid zone.
+    /// - Throws: An injected `MirrorError` (after the ``readLatency``), or
+    ///   `MirrorError.Kind.invalidName` for an invalid zone.
     public func currentToken(in zone: ZoneID) async throws -> ChangeToken {
         try await prepareRead(of: zone)
         return store.contents.withLock { ($0.zones[zone] ?? ZoneState()).token }
     }
 
-    /// Calls `handler` for every commit to `zone` (see ``RecordDatabase``).
+    /// Calls `handler` for every commit to `zone` (see `RecordDatabase`).
     ///
     /// Injected faults do not affect subscribing nor the delivery of notifications.
     ///
-    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid zone.
+    /// - Throws: `MirrorError.Kind.invalidName` for an invalid zone.
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
     ) throws -> DatabaseSubscription {

@@ -6,7 +6,7 @@ import MagicMirror
 /// mirror that may have changed it (a local mutation, a pull of remote changes, a commit's
 /// outcome, a failure), and ends as soon as the condition holds. Nothing polls: between
 /// two steps the waiting task is suspended. On time-out the wait throws a
-/// ``MirrorError`` of kind ``MirrorError/Kind/timedOut`` whose message shows the last value
+/// `MirrorError` of kind `MirrorError.Kind.timedOut` whose message shows the last value
 /// it saw, abbreviated when it is large, so a failing test says what was there instead.
 ///
 /// ```swift
@@ -16,7 +16,7 @@ import MagicMirror
 /// try await mirror.waitUntilCommitted()
 /// ```
 extension Mirror {
-    /// Waits until the mirror's ``Mirror/dataModel`` satisfies a condition.
+    /// Waits until the mirror's `Mirror.dataModel` satisfies a condition.
     ///
     /// The condition is checked at once, then after every change of the mirror, local or
     /// remote; the wait returns as soon as it holds. Use it to wait for a change another
@@ -36,11 +36,11 @@ extension Mirror {
     ///   - predicate: The condition on the records. Called on a background task, once per
     ///     check; it must not mutate the mirror.
     /// - Returns: The records that satisfied the condition.
-    /// - Throws: ``MirrorError/Kind/timedOut`` when the condition did not hold in time; the
+    /// - Throws: `MirrorError.Kind.timedOut` when the condition did not hold in time; the
     ///   message shows the records last seen (the first ten and how many more).
-    ///   ``MirrorError/Kind/cancelled`` when the waiting task is cancelled. An error thrown
+    ///   `MirrorError.Kind.cancelled` when the waiting task is cancelled. An error thrown
     ///   by `predicate` ends the wait as a `.timedOut` error whose
-    ///   ``MirrorError/underlying`` is the original.
+    ///   `MirrorError.underlying` is the original.
     @discardableResult
     public func waitUntil(
         timeout: Duration = .seconds(10),
@@ -53,7 +53,7 @@ extension Mirror {
             predicate: predicate)
     }
 
-    /// Waits until the mirror's ``Mirror/pendingChanges`` satisfy a condition.
+    /// Waits until the mirror's `Mirror.pendingChanges` satisfy a condition.
     ///
     /// Use it to wait for a step of the committing work, for example the third failed
     /// attempt to commit a change:
@@ -70,9 +70,9 @@ extension Mirror {
     ///   - predicate: The condition on the pending changes (oldest first). Called on a
     ///     background task, once per check.
     /// - Returns: The pending changes that satisfied the condition.
-    /// - Throws: ``MirrorError/Kind/timedOut`` when the condition did not hold in time; the
+    /// - Throws: `MirrorError.Kind.timedOut` when the condition did not hold in time; the
     ///   message shows the pending changes last seen, each with its last error.
-    ///   ``MirrorError/Kind/cancelled`` when the waiting task is cancelled.
+    ///   `MirrorError.Kind.cancelled` when the waiting task is cancelled.
     @discardableResult
     public func waitUntilPendingChanges(
         timeout: Duration = .seconds(10),
@@ -85,9 +85,9 @@ extension Mirror {
             predicate: predicate)
     }
 
-    /// Waits until every local change is committed: ``Mirror/pendingChanges`` is empty.
+    /// Waits until every local change is committed: `Mirror.pendingChanges` is empty.
     ///
-    /// Unlike ``Mirror/flush()``, it only watches: it does not retry changes on hold, does
+    /// Unlike `Mirror.flush()`, it only watches: it does not retry changes on hold, does
     /// not cut a retry's backoff short, and does not end when an attempt fails. That makes
     /// it the wait to use while a test injects faults and checks how the mirror copes with
     /// them by itself:
@@ -99,9 +99,9 @@ extension Mirror {
     /// ```
     ///
     /// - Parameter timeout: How long to wait; 10 seconds by default.
-    /// - Throws: ``MirrorError/Kind/timedOut`` when changes are still pending after
+    /// - Throws: `MirrorError.Kind.timedOut` when changes are still pending after
     ///   `timeout` (for example one on hold after a failure that retrying cannot fix); the
-    ///   message lists them with their last errors. ``MirrorError/Kind/cancelled`` when the
+    ///   message lists them with their last errors. `MirrorError.Kind.cancelled` when the
     ///   waiting task is cancelled.
     public func waitUntilCommitted(timeout: Duration = .seconds(10)) async throws(MirrorError) {
         try await waitUntilPendingChanges(timeout: timeout, "every change to \(zone) to be committed") {
@@ -109,9 +109,9 @@ extension Mirror {
         }
     }
 
-    /// Waits until the mirror's ``Mirror/lastError`` is an error that satisfies a condition.
+    /// Waits until the mirror's `Mirror.lastError` is an error that satisfies a condition.
     ///
-    /// ``Mirror/lastError`` is state: it keeps the most recent failure until a newer one
+    /// `Mirror.lastError` is state: it keeps the most recent failure until a newer one
     /// replaces it, so this wait cannot miss a failure that happened before it was called
     /// (and returns at once for one that did). To count failures, or to check that each was
     /// posted exactly once, use an ``ErrorNotificationRecorder`` made before the code under
@@ -128,8 +128,8 @@ extension Mirror {
     ///   - description: What is awaited, for the failure message.
     ///   - predicate: The condition on the error; any error by default.
     /// - Returns: The error that satisfied the condition.
-    /// - Throws: ``MirrorError/Kind/timedOut`` when no matching error was seen in time; the
-    ///   message shows the last error seen. ``MirrorError/Kind/cancelled`` when the waiting
+    /// - Throws: `MirrorError.Kind.timedOut` when no matching error was seen in time; the
+    ///   message shows the last error seen. `MirrorError.Kind.cancelled` when the waiting
     ///   task is cancelled.
     @discardableResult
     public func waitForLastError(
@@ -166,7 +166,7 @@ extension Mirror {
 }
 
 /// A part of a mirror's state, read when iteration starts and again after every step of the
-/// mirror (``Mirror/observeState(_:)``): what the waits of ``Mirror`` iterate.
+/// mirror (`Mirror.observeState(_:)`): what the waits of `Mirror` iterate.
 ///
 /// The steps only signal; the value is read on the iterating task, after the signal. So the
 /// last value read is never older than the last step, however the signals were coalesced.

@@ -1,7 +1,7 @@
 import Foundation
 import MagicMirror
 
-/// A ready-made ``Recordable`` type for tests: a to-do item with a unique id and fields of
+/// A ready-made `Recordable` type for tests: a to-do item with a unique id and fields of
 /// several kinds.
 ///
 /// Use it when a test needs records but not your own type:

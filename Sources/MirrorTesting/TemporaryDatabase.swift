@@ -2,11 +2,11 @@ import Foundation
 import MagicMirror
 import Synchronization
 
-/// A ``JSONFileDatabase`` in a fresh temporary directory, removed afterwards: for tests that
+/// A `JSONFileDatabase` in a fresh temporary directory, removed afterwards: for tests that
 /// need the real files (their format, their durability, other processes), where an
 /// ``InMemoryDatabase`` would not do.
 ///
-/// A `TemporaryDatabase` is itself a ``RecordDatabase`` that forwards every call to its
+/// A `TemporaryDatabase` is itself a `RecordDatabase` that forwards every call to its
 /// ``database``, so hand it to the code under test as you would the JSON-file database:
 ///
 /// ```swift
@@ -23,10 +23,10 @@ import Synchronization
 /// the directory until it goes away itself. To scope a database to a block, use
 /// ``withTemporaryDatabase(options:isolation:_:)``.
 ///
-/// Commits are ``JSONFileDatabase/Durability/relaxed`` by default: written to the operating
+/// Commits are `JSONFileDatabase.Durability.relaxed` by default: written to the operating
 /// system but not flushed with `fsync`, which makes tests several times faster and loses
 /// nothing unless the machine loses power, which a test's temporary files need not survive.
-/// Pass options with ``JSONFileDatabase/Durability/durable`` to test code that depends on
+/// Pass options with `JSONFileDatabase.Durability.durable` to test code that depends on
 /// the flush.
 ///
 /// > Important: Hand the `TemporaryDatabase` itself to mirrors, not its ``database``. A
@@ -36,19 +36,19 @@ public final class TemporaryDatabase: RecordDatabase {
     /// The database's directory: a new directory in the system's temporary directory.
     public let directory: URL
     /// The JSON-file database in ``directory``, for what only it offers (for example
-    /// ``JSONFileDatabase/compact(_:)`` and ``JSONFileDatabase/problems``).
+    /// `JSONFileDatabase.compact(_:)` and `JSONFileDatabase.problems`).
     public let database: JSONFileDatabase
     /// Whether ``directory`` was removed already.
     private let removed = Mutex(false)
 
     /// The options a temporary database is opened with unless told otherwise: those of
-    /// ``JSONFileDatabase/Options``, with ``JSONFileDatabase/Durability/relaxed`` commits.
+    /// `JSONFileDatabase.Options`, with `JSONFileDatabase.Durability.relaxed` commits.
     public static var defaultOptions: JSONFileDatabase.Options {
         JSONFileDatabase.Options(durability: .relaxed)
     }
 
     /// Creates a fresh directory in the system's temporary directory and opens a
-    /// ``JSONFileDatabase`` in it.
+    /// `JSONFileDatabase` in it.
     ///
     /// - Parameters:
     ///   - name: A word to put in the directory's name, to recognise it (for example the
@@ -56,7 +56,7 @@ public final class TemporaryDatabase: RecordDatabase {
     ///     letters, digits, `-` and `_` are kept.
     ///   - options: How the database behaves; ``defaultOptions`` (relaxed durability) by
     ///     default.
-    /// - Throws: A ``MirrorError`` when the directory cannot be created or the database not
+    /// - Throws: A `MirrorError` when the directory cannot be created or the database not
     ///   opened; nothing is left behind then.
     public init(name: String = "database", options: JSONFileDatabase.Options = TemporaryDatabase.defaultOptions) throws {
         let allowed = name.unicodeScalars.filter {
@@ -90,7 +90,7 @@ public final class TemporaryDatabase: RecordDatabase {
     /// Call it once nothing uses the database any more: a mirror still open on it would
     /// fail to commit afterwards.
     ///
-    /// - Throws: ``MirrorError/Kind/ioFailure`` when the directory cannot be removed.
+    /// - Throws: `MirrorError.Kind.ioFailure` when the directory cannot be removed.
     public func remove() throws {
         let first = removed.withLock { removed in
             defer { removed = true }
@@ -119,33 +119,33 @@ public final class TemporaryDatabase: RecordDatabase {
     /// The writer id of ``database``.
     public var writerID: String { database.writerID }
 
-    /// Commits through ``database`` (see ``RecordDatabase/commit(_:to:)``).
+    /// Commits through ``database`` (see `RecordDatabase.commit(_:to:)`).
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
         try await database.commit(operations, to: zone)
     }
 
-    /// Reads through ``database`` (see ``RecordDatabase/fetchAll(in:)``).
+    /// Reads through ``database`` (see `RecordDatabase.fetchAll(in:)`).
     public func fetchAll(in zone: ZoneID) async throws -> ChangeSet {
         try await database.fetchAll(in: zone)
     }
 
-    /// Reads through ``database`` (see ``RecordDatabase/fetch(_:in:)``).
+    /// Reads through ``database`` (see `RecordDatabase.fetch(_:in:)`).
     public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
         try await database.fetch(recordIDs, in: zone)
     }
 
-    /// Reads through ``database`` (see ``RecordDatabase/changes(in:since:)``).
+    /// Reads through ``database`` (see `RecordDatabase.changes(in:since:)`).
     public func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
         try await database.changes(in: zone, since: token)
     }
 
-    /// Reads through ``database`` (see ``RecordDatabase/currentToken(in:)``).
+    /// Reads through ``database`` (see `RecordDatabase.currentToken(in:)`).
     public func currentToken(in zone: ZoneID) async throws -> ChangeToken {
         try await database.currentToken(in: zone)
     }
 
-    /// Subscribes through ``database`` (see ``RecordDatabase/subscribe(to:handler:)``).
+    /// Subscribes through ``database`` (see `RecordDatabase.subscribe(to:handler:)`).
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
     ) throws -> DatabaseSubscription {
@@ -172,7 +172,7 @@ public final class TemporaryDatabase: RecordDatabase {
 ///   - body: The code that uses the database. Let go of the mirrors it opens before it
 ///     returns: the directory is removed then, whatever still uses it.
 /// - Returns: What `body` returns.
-/// - Throws: What `body` throws, or a ``MirrorError`` when the database cannot be created.
+/// - Throws: What `body` throws, or a `MirrorError` when the database cannot be created.
 ///   A failure to remove the directory afterwards is not thrown (it would hide the
 ///   result); it is left in the system's temporary directory.
 public func withTemporaryDatabase<Result>(

@@ -113,6 +113,16 @@ import Testing
         #expect(replaced.endLog(session: 3) == nil)
     }
 
+    /// What the newcomer tried first: a mirror's array passed where `[Record]` is expected.
+    @Test func filteringAndArrayGiveAStandardArray() {
+        func titles(_ chores: [Chore]) -> [String] { chores.map(\.title) }
+        var records = RecordArray(Self.chores(4))
+        records[1].done = true
+        #expect(titles(records.filter { !$0.done }) == ["0", "2", "3"])
+        #expect(titles(records.array) == ["0", "1", "2", "3"])
+        #expect(titles(records.sorted { $0.title > $1.title }) == ["3", "2", "1", "0"])
+    }
+
     @Test func readsLikeAnArray() {
         let array: RecordArray<Chore> = [Chore(id: "a", title: "a"), Chore(id: "b", title: "b")]
         #expect(array.count == 2)

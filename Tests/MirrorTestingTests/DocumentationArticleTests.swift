@@ -47,19 +47,7 @@ import Testing
 
     /// The contents of every fenced code block marked `swift`, without the fences.
     static func swiftCodeBlocks(in markdown: String) -> [String] {
-        var blocks: [String] = []
-        var current: [Substring]?
-        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
-            if current == nil {
-                if line.trimmingCharacters(in: .whitespaces) == "```swift" { current = [] }
-            } else if line.trimmingCharacters(in: .whitespaces) == "```" {
-                blocks.append(current!.joined(separator: "\n"))
-                current = nil
-            } else {
-                current!.append(line)
-            }
-        }
-        return blocks
+        DocumentationCodeBlockTests.codeBlocks(in: markdown, language: "swift")
     }
 
     @Test func everyCodeBlockOfTheArticleIsInTheCompiledExample() throws {

@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// ``shared`` starts as the operating-system account running the process
 /// (``UserRecord/processOwner()``). Switching users updates ``user`` and posts one
-/// ``Foundation/Notification/Name/mirrorAccountChanged`` notification; private mirrors of
+/// ``Foundation/NSNotification/Name/mirrorAccountChanged`` notification; private mirrors of
 /// the session then reload from the new user's private scope.
 ///
 /// ```swift
@@ -19,7 +19,7 @@ import Synchronization
 /// > Important: Switches are applied and announced in one order: every observer sees the
 /// > changes in the order they were made, and each change's ``Change/previous`` is the one
 /// > before's ``Change/current``. Do not switch users from a
-/// > ``Foundation/Notification/Name/mirrorAccountChanged`` observer.
+/// > ``Foundation/NSNotification/Name/mirrorAccountChanged`` observer.
 public final class UserSession: Sendable {
     /// A change of the current user.
     public struct Change: Hashable, Sendable {
@@ -34,11 +34,11 @@ public final class UserSession: Sendable {
             self.current = current
         }
 
-        /// The key of the change in a ``Foundation/Notification/Name/mirrorAccountChanged``
+        /// The key of the change in a ``Foundation/NSNotification/Name/mirrorAccountChanged``
         /// notification's `userInfo`.
         public static let userInfoKey = "change"
 
-        /// The change a ``Foundation/Notification/Name/mirrorAccountChanged`` notification
+        /// The change a ``Foundation/NSNotification/Name/mirrorAccountChanged`` notification
         /// announces, or `nil` for another notification.
         public init?(_ notification: Notification) {
             guard notification.name == .mirrorAccountChanged,
@@ -51,7 +51,7 @@ public final class UserSession: Sendable {
     /// The session of the whole process, used by mirrors unless they are given another.
     public static let shared = UserSession()
 
-    /// Where ``Foundation/Notification/Name/mirrorAccountChanged`` is posted.
+    /// Where ``Foundation/NSNotification/Name/mirrorAccountChanged`` is posted.
     public let notificationCenter: NotificationCenter
 
     private let state: Mutex<UserRecord>
@@ -65,7 +65,7 @@ public final class UserSession: Sendable {
     /// - Parameters:
     ///   - user: The current user; the operating-system account running the process by
     ///     default.
-    ///   - notificationCenter: Where to post ``Foundation/Notification/Name/mirrorAccountChanged``.
+    ///   - notificationCenter: Where to post ``Foundation/NSNotification/Name/mirrorAccountChanged``.
     public init(user: UserRecord = .processOwner(), notificationCenter: NotificationCenter = .default) {
         state = Mutex(user)
         self.notificationCenter = notificationCenter
@@ -77,7 +77,7 @@ public final class UserSession: Sendable {
     /// Makes `user` the current user.
     ///
     /// When it differs from the current one, ``user`` changes, a
-    /// ``Foundation/Notification/Name/mirrorAccountChanged`` notification is posted once on
+    /// ``Foundation/NSNotification/Name/mirrorAccountChanged`` notification is posted once on
     /// ``notificationCenter`` (its `object` is this session, its `userInfo` holds the
     /// ``Change`` under ``Change/userInfoKey``), and every ``changes()`` sequence yields the
     /// change. Switching to the current user does nothing.

@@ -226,7 +226,7 @@ final class JSONFileEngine: Sendable {
     }
 
     /// The identifier in the bytes of `database.json`.
-    private static func identifier(in bytes: [UInt8], file: String) throws(MirrorError) -> String {
+    static func identifier(in bytes: [UInt8], file: String) throws(MirrorError) -> String {
         guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
             throw MirrorError(
                 .corruptEntry,

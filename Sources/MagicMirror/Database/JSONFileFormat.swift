@@ -210,6 +210,29 @@ enum JSONFileFormat {
         case unsupportedFormat(Int)
     }
 
+    /// Reads the bytes of a whole snapshot file; an empty file is an empty snapshot of
+    /// generation 0.
+    static func parseSnapshot(_ bytes: [UInt8]) -> Result<SnapshotContents, SnapshotProblem> {
+        guard !bytes.isEmpty else { return .success(SnapshotContents(header: (0, 0))) }
+        var parser = LineParser()
+        return bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(SnapshotProblem) in
+                try parseSnapshot(buffer.baseAddress!, count: buffer.count, parser: &parser)
+            }
+        }
+    }
+
+    /// The generation of a zone whose snapshot is missing or has no readable header: the
+    /// newest journal that holds something, else the oldest one present, else 0. (A
+    /// compaction that stopped before its rename leaves an empty next-generation journal
+    /// behind; one that finished removed the older journals.)
+    ///
+    /// - Parameter journalSizes: The generation and size of each journal file.
+    static func inferredGeneration(journalSizes: [(generation: Int, size: Int)]) -> Int {
+        journalSizes.filter { $0.size > 0 }.map(\.generation).max()
+            ?? journalSizes.map(\.generation).min() ?? 0
+    }
+
     /// Reads a snapshot, line by line.
     ///
     /// - Throws: ``SnapshotProblem/unsupportedFormat(_:)`` for an unknown version.

@@ -660,14 +660,7 @@ final class JSONFileZone: Sendable {
     }
 
     private func parseSnapshot(_ bytes: [UInt8]) throws(MirrorError) -> JSONFileFormat.SnapshotContents {
-        guard !bytes.isEmpty else { return JSONFileFormat.SnapshotContents(header: (0, 0)) }
-        var parser = JSONFileFormat.LineParser()
-        let result = bytes.withUnsafeBufferPointer { buffer in
-            Result { () throws(JSONFileFormat.SnapshotProblem) in
-                try JSONFileFormat.parseSnapshot(buffer.baseAddress!, count: buffer.count, parser: &parser)
-            }
-        }
-        switch result {
+        switch JSONFileFormat.parseSnapshot(bytes) {
         case .success(let contents):
             return contents
         case .failure(.unsupportedFormat(let format)):
@@ -679,16 +672,12 @@ final class JSONFileZone: Sendable {
         }
     }
 
-    /// The generation to use when the snapshot is missing or its header cannot be read:
-    /// the newest journal that holds something, else the oldest one present. (A compaction
-    /// that stopped before its rename leaves an empty next-generation journal behind; one
-    /// that finished removed the older journals.)
+    /// The generation to use when the snapshot is missing or its header cannot be read
+    /// (see ``JSONFileFormat/inferredGeneration(journalSizes:)``).
     private func inferredGeneration(_ directoryFD: Int32) -> Int {
-        let generations = journalGenerations(directoryFD)
-        let nonEmpty = generations.filter {
-            (JSONFileIO.info(at: directoryFD, JSONFileFormat.journalFile($0))?.size ?? 0) > 0
-        }
-        return nonEmpty.max() ?? generations.min() ?? 0
+        JSONFileFormat.inferredGeneration(journalSizes: journalGenerations(directoryFD).map {
+            ($0, JSONFileIO.info(at: directoryFD, JSONFileFormat.journalFile($0))?.size ?? 0)
+        })
     }
 
     /// The generations of the journal files in the zone directory.

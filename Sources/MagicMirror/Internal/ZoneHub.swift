@@ -16,7 +16,7 @@ protocol ZoneHubMember: AnyObject, Sendable {
 /// process, and one notification per change however many mirrors there are.
 ///
 /// The database's notifications go through ``MirrorNotificationRouting/converter``, which
-/// posts ``Foundation/Notification/Name/mirrorRemoteChange`` on `NotificationCenter.default`;
+/// posts ``Foundation/NSNotification/Name/mirrorRemoteChange`` on `NotificationCenter.default`;
 /// the hub listens there (one observer for the whole process) and hints the members of the
 /// notification's database and zone. A payload an app converts itself
 /// (``NotificationConverter/convertToLocal(from:)``) arrives the same way. A commit made by
@@ -48,7 +48,7 @@ package enum ZoneHub {
     /// Held while a mirror joins (and possibly subscribes); never while calling members.
     private static let joining = Mutex(())
 
-    /// The process's one observer of ``Foundation/Notification/Name/mirrorRemoteChange`` on
+    /// The process's one observer of ``Foundation/NSNotification/Name/mirrorRemoteChange`` on
     /// `NotificationCenter.default`, added when the first mirror joins and kept for the
     /// life of the process.
     private static let listener = LocalListener()
@@ -68,7 +68,7 @@ package enum ZoneHub {
         var isListening: Bool { token.withLock { $0 != nil } }
     }
 
-    /// A ``Foundation/Notification/Name/mirrorRemoteChange`` notification: hint the mirrors
+    /// A ``Foundation/NSNotification/Name/mirrorRemoteChange`` notification: hint the mirrors
     /// of its database and zone. The `object` is the ``RemoteNotification``; a converter of
     /// the app's own may post only the `userInfo` form.
     private static func receive(_ notification: Notification) {

@@ -7,7 +7,7 @@ import Synchronization
 /// The mirrors of one zone share one subscription to their database. Every
 /// ``RemoteNotification`` that subscription delivers (for the JSON-file database: each
 /// commit another process made, noticed by its directory watcher) is handed to
-/// ``converter``, which posts the local ``Foundation/Notification/Name/mirrorRemoteChange``
+/// ``converter``, which posts the local ``Foundation/NSNotification/Name/mirrorRemoteChange``
 /// notification on `NotificationCenter.default`. The mirrors listen there, select the
 /// notifications of their database and zone, and pull the changes since their token. So
 /// cross-process sync needs no code, and a payload that arrives by another route goes the

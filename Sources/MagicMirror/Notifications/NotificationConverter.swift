@@ -31,7 +31,7 @@ import Foundation
 /// Notifications are hints: a mirror that gets one pulls the changes since its own token,
 /// so a payload that arrives twice, late or out of order does no harm.
 public protocol NotificationConverter {
-    /// Posts the local ``Foundation/Notification/Name/mirrorRemoteChange`` notification for a
+    /// Posts the local ``Foundation/NSNotification/Name/mirrorRemoteChange`` notification for a
     /// MagicMirror payload.
     ///
     /// - Parameter userInfo: A received payload, as made by ``RemoteNotification/userInfo``
@@ -51,7 +51,7 @@ extension NotificationConverter {
 }
 
 /// The standard ``NotificationConverter``: posts each MagicMirror payload as a
-/// ``Foundation/Notification/Name/mirrorRemoteChange`` notification on a notification
+/// ``Foundation/NSNotification/Name/mirrorRemoteChange`` notification on a notification
 /// center.
 ///
 /// The posted notification's `object` is the ``RemoteNotification`` and its `userInfo` the
@@ -83,7 +83,7 @@ public struct MirrorNotificationConverter: NotificationConverter, Sendable {
         self.notificationCenter = notificationCenter
     }
 
-    /// Posts one ``Foundation/Notification/Name/mirrorRemoteChange`` notification for a
+    /// Posts one ``Foundation/NSNotification/Name/mirrorRemoteChange`` notification for a
     /// MagicMirror payload.
     ///
     /// - Parameter userInfo: A received payload.
@@ -95,7 +95,7 @@ public struct MirrorNotificationConverter: NotificationConverter, Sendable {
         return true
     }
 
-    /// Posts one ``Foundation/Notification/Name/mirrorRemoteChange`` notification for a
+    /// Posts one ``Foundation/NSNotification/Name/mirrorRemoteChange`` notification for a
     /// notification already decoded (a database's watcher uses this).
     ///
     /// - Parameter notification: The change to announce.

@@ -1,10 +1,10 @@
 import Foundation
 import MagicMirror
 
-/// The implementation requirements of ``AssetDatabase``, as a list of checks that any test
+/// The implementation requirements of `AssetDatabase`, as a list of checks that any test
 /// target runs on its own database, the way it runs ``RecordDatabaseConformance``.
 ///
-/// The ``DatabaseUnderTest`` must hold an ``AssetDatabase``, and its
+/// The ``DatabaseUnderTest`` must hold an `AssetDatabase`, and its
 /// ``DatabaseUnderTest/otherWriter`` must open one too (another process's view of the same
 /// data). ``DatabaseUnderTest/startNewGeneration`` is not used.
 ///
@@ -22,7 +22,7 @@ public enum AssetDatabaseConformance {
 
     static let zone = ZoneID.public("Photo")
 
-    /// The database of `subject` as an ``AssetDatabase``.
+    /// The database of `subject` as an `AssetDatabase`.
     private static func assets(_ database: any RecordDatabase) throws(ConformanceFailure) -> any AssetDatabase {
         guard let assets = database as? any AssetDatabase else {
             throw ConformanceFailure(

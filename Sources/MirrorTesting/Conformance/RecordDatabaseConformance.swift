@@ -1,7 +1,7 @@
 import Foundation
 import MagicMirror
 
-/// The implementation requirements of ``RecordDatabase``, as a list of checks that any
+/// The implementation requirements of `RecordDatabase`, as a list of checks that any
 /// test target runs on its own database.
 ///
 /// Every database, the ones MagicMirror ships and any adapter of yours, runs the same
@@ -41,7 +41,7 @@ public struct DatabaseUnderTest: Sendable {
     /// The database the check uses; empty when made.
     public var database: any RecordDatabase
     /// Opens another writer over the same stored data, with its own
-    /// ``RecordDatabase/writerID``, as another process would.
+    /// `RecordDatabase.writerID`, as another process would.
     public var otherWriter: @Sendable () async throws -> any RecordDatabase
     /// Rewrites a zone's history so that tokens taken before are of an older generation
     /// (compaction, for example, or the server's data replaced by a copy). Tombstones may
@@ -76,7 +76,7 @@ public struct ConformanceCheck: Sendable, CustomStringConvertible {
     /// A sentence naming the behaviour checked, for example
     /// `"stale base versions conflict with the current record"`.
     public let name: String
-    /// The number of the ``RecordDatabase`` requirement the check covers, or `nil` for a
+    /// The number of the `RecordDatabase` requirement the check covers, or `nil` for a
     /// behaviour outside the numbered list.
     public let requirement: Int?
     private let body: @Sendable (DatabaseUnderTest) async throws -> Void
@@ -144,7 +144,7 @@ func expectEqual<Value: Equatable>(
     }
 }
 
-/// Runs `body`, which must throw a ``MirrorError``; returns it.
+/// Runs `body`, which must throw a `MirrorError`; returns it.
 @discardableResult
 func expectMirrorError(
     _ what: @autoclosure () -> String, file: String = #fileID, line: Int = #line,

@@ -1,7 +1,7 @@
 import Foundation
 import MagicMirror
 
-/// Encodes and decodes ``Recordable`` values as stored fields, for the simulated writers
+/// Encodes and decodes `Recordable` values as stored fields, for the simulated writers
 /// and the typed inspection of ``InMemoryDatabase``.
 ///
 /// The bytes are exactly what a `Mirror` stores for a new record, and stored records are

@@ -64,7 +64,7 @@ final class Rendezvous<Value: Sendable>: Sendable {
     ///   - timeout: How long to wait before resolving with `timeoutError()`.
     ///   - timeoutError: The error to fail with on time-out, made when the time is up so it
     ///     can describe what was seen by then.
-    /// - Throws: The delivered error, `timeoutError()`, or ``MirrorError/Kind/cancelled``
+    /// - Throws: The delivered error, `timeoutError()`, or `MirrorError.Kind.cancelled`
     ///   when the waiting task is cancelled.
     func value(
         timeout: Duration, timeoutError: @escaping @Sendable () -> MirrorError

@@ -14,21 +14,8 @@ enum MirrorWorkerRun {
         let standardError: String
     }
 
-    /// The directory the build products are in.
-    static var productsDirectory: URL {
-        #if os(Linux)
-        return URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-            .deletingLastPathComponent()
-        #else
-        if let bundle = Bundle.allBundles.first(where: { $0.bundlePath.hasSuffix(".xctest") }) {
-            return bundle.bundleURL.deletingLastPathComponent()
-        }
-        return Bundle.main.bundleURL.deletingLastPathComponent()
-        #endif
-    }
-
     /// The `mirror-worker` executable.
-    static var executable: URL { productsDirectory.appendingPathComponent("mirror-worker") }
+    static var executable: URL { BuiltProducts.executable("mirror-worker") }
 
     /// Runs `mirror-worker` with `arguments` and waits for it to exit; kills it with SIGKILL
     /// after `timeout` (the test then fails instead of hanging).

@@ -1,0 +1,37 @@
+import Foundation
+import MagicMirror
+import MagicMirrorPostgreSQL
+
+// The code of the README's "Many machines: PostgreSQL" and of this adapter's articles,
+// exactly as printed (the root package's DocumentationCodeBlockTests checks it). It is
+// compiled, not run: it connects to the documentation's example server. The tests that run
+// the same calls against a real server are PostgreSQLConformanceTests and the others.
+enum DocumentationSnippets {
+    struct Todo: Recordable {
+        var id = UUID()
+        var title: String
+        var done = false
+    }
+
+    /// README.md, "Many machines: PostgreSQL".
+    static func readme() async throws {
+let database = try await PostgreSQLDatabase(url: "postgres://alice@db.example.com/todos?sslmode=require")
+let todos = try await Mirror<Todo>(database: database)   // password from PGPASSWORD
+        _ = todos
+    }
+
+    /// The landing page, MagicMirrorPostgreSQL.md.
+    static func landingPage() async throws {
+let database = try await PostgreSQLDatabase(url: "postgres://alice@db.example.com/todos")
+let todos = try await Mirror<Todo>(database: database)
+        _ = todos
+    }
+
+    /// RunningOnPostgreSQL.md, "Set-up".
+    static func setUp() async throws {
+let database = try await PostgreSQLDatabase(url: "postgres://alice@db.example.com/todos?sslmode=require")
+defer { Task { await database.close() } }
+let todos = try await Mirror<Todo>(database: database)
+        _ = todos
+    }
+}
