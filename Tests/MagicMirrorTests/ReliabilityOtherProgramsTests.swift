@@ -215,7 +215,7 @@ import Testing
     func openingAndDroppingDatabasesKeepsNothing(mode: [String]) async throws {
         let directory = try TemporaryDirectory("open-close")
         defer { directory.remove() }
-        let cycles = 3_000
+        let cycles = 4_000
         let run = try await MirrorWorkerRun.run(
             ["open-close", "--db", directory.path, "--count", "\(cycles)", "--warm-up", "500"] + mode,
             timeout: .seconds(600))
@@ -225,9 +225,9 @@ import Testing
             (numbers[0], numbers[1], numbers[2], numbers[3])
         print("RELIABILITY open-close\(mode.joined()): cycles=\(cycles) rss-kib=\(residentBefore)->\(residentAfter) fds=\(descriptorsBefore)->\(descriptorsAfter)")
         #expect(descriptorsAfter <= descriptorsBefore, "descriptors grew")
-        // The leak found before grew 0.5-0.75 KiB per database, 1,500 KiB here or more;
-        // allocator noise measured 26-100 bytes per cycle.
-        #expect(residentAfter - residentBefore < cycles / 4, "grew \(residentAfter - residentBefore) KiB")
+        // The leak found before grew 0.5-0.75 KiB per database, 2,000 KiB here or more;
+        // allocator noise measured 26-300 bytes per cycle (the most on a loaded machine).
+        #expect(residentAfter - residentBefore < cycles * 3 / 8, "grew \(residentAfter - residentBefore) KiB")
     }
 }
 
