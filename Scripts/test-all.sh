@@ -4,5 +4,20 @@
 # starts (installing PostgreSQL first if it is missing) and removes afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each JSON-file database a process watches natively holds one inotify instance, and the
+# root tests run hundreds of databases and child processes at once: at their peak they
+# hold about 130, Linux's default limit per user is 128, and past it watching falls back to
+# polling (documented), which the tests of native watching then report as failures. Where
+# this shell may, it raises the limit; otherwise it says so.
+limit=/proc/sys/fs/inotify/max_user_instances
+if [ -r "$limit" ] && [ "$(cat "$limit")" -lt 1024 ]; then
+    if [ -w "$limit" ]; then
+        echo "test-all: raising fs.inotify.max_user_instances from $(cat "$limit") to 1024 for the tests"
+        echo 1024 > "$limit"
+    else
+        echo "test-all: fs.inotify.max_user_instances is $(cat "$limit"); the tests may need up to ~130" \
+            "(sudo sysctl fs.inotify.max_user_instances=1024)" >&2
+    fi
+fi
 swift test "$@"
 Adapters/PostgreSQL/Scripts/with-postgres.sh swift test --package-path Adapters/PostgreSQL "$@"

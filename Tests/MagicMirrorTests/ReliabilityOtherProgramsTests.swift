@@ -215,19 +215,21 @@ import Testing
     func openingAndDroppingDatabasesKeepsNothing(mode: [String]) async throws {
         let directory = try TemporaryDirectory("open-close")
         defer { directory.remove() }
-        let cycles = 4_000
+        let cycles = 2_500
         let run = try await MirrorWorkerRun.run(
             ["open-close", "--db", directory.path, "--count", "\(cycles)", "--warm-up", "500"] + mode,
             timeout: .seconds(600))
         let numbers = run.standardOutput.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
-        try #require(numbers.count == 4, "output: \(run.standardOutput) \(run.standardError)")
-        let (residentBefore, descriptorsBefore, residentAfter, descriptorsAfter) =
-            (numbers[0], numbers[1], numbers[2], numbers[3])
-        print("RELIABILITY open-close\(mode.joined()): cycles=\(cycles) rss-kib=\(residentBefore)->\(residentAfter) fds=\(descriptorsBefore)->\(descriptorsAfter)")
+        try #require(numbers.count == 5, "output: \(run.standardOutput) \(run.standardError)")
+        let (residentBefore, descriptorsBefore, residentMiddle, residentAfter, descriptorsAfter) =
+            (numbers[0], numbers[1], numbers[2], numbers[3], numbers[4])
+        print("RELIABILITY open-close\(mode.joined()): cycles=2x\(cycles) rss-kib=\(residentBefore)->\(residentMiddle)->\(residentAfter) fds=\(descriptorsBefore)->\(descriptorsAfter)")
         #expect(descriptorsAfter <= descriptorsBefore, "descriptors grew")
-        // The leak found before grew 0.5-0.75 KiB per database, 2,000 KiB here or more;
-        // allocator noise measured 26-300 bytes per cycle (the most on a loaded machine).
-        #expect(residentAfter - residentBefore < cycles * 3 / 8, "grew \(residentAfter - residentBefore) KiB")
+        // A leak grows both halves alike: the one found before, 0.5-0.75 KiB per database,
+        // would add 1,250 KiB or more to the second half. What the process sets up once
+        // (threads and their allocator arenas, more of them on a loaded machine) lands in
+        // the first half; the second half grew 0-250 KiB in quiet runs.
+        #expect(residentAfter - residentMiddle < cycles / 4, "the second half grew \(residentAfter - residentMiddle) KiB")
     }
 }
 

@@ -11,8 +11,10 @@ import MagicMirror
 /// each time with `--distinct`), subscribes to a zone, reads it (through a `Mirror` with
 /// `--mirror`), cancels the subscription and drops the database, `N` times (default 20000),
 /// after `--warm-up` cycles (default 2000) that let the allocator and Foundation settle. Prints
-/// `<rss KiB before> <fds before> <rss KiB after> <fds after>`: a leak per database shows
-/// as resident memory or descriptors growing with `N`.
+/// `<rss KiB before> <fds before> <rss KiB after N> <rss KiB after 2N> <fds after 2N>`
+/// (it runs `N` cycles twice): a leak per database shows as resident memory growing in
+/// both halves alike, or descriptors growing; what the process sets up once (threads,
+/// allocator arenas) shows in the first half only.
 enum OpenCloseCommand {
     static func run(_ arguments: [String]) async throws {
         let options = try WorkerOptions(
@@ -25,8 +27,10 @@ enum OpenCloseCommand {
         try await how.run(directory, times: warmUp, from: 0)
         let before = (try residentKiB(), try WatcherFDsCommand.openDescriptorCount())
         try await how.run(directory, times: count, from: warmUp)
+        let middle = try residentKiB()
+        try await how.run(directory, times: count, from: warmUp + count)
         let after = (try residentKiB(), try WatcherFDsCommand.openDescriptorCount())
-        print("\(before.0) \(before.1) \(after.0) \(after.1)")
+        print("\(before.0) \(before.1) \(middle) \(after.0) \(after.1)")
     }
 
     private struct Cycle {
