@@ -13,8 +13,8 @@ import Synchronization
 /// landing in the replica.
 ///
 /// ```swift
-/// let replicated = try ReplicatedDatabase(
-///     local: JSONFileDatabase(directory: replicaDirectory),
+/// let replicated = ReplicatedDatabase(
+///     local: try JSONFileDatabase(directory: replicaDirectory),
 ///     remote: server)
 /// let todos = try await Mirror<Todo>(database: replicated)   // opens from the replica
 /// todos.dataModel.append(Todo(title: "Milk"))
