@@ -323,6 +323,33 @@ import Testing
         }
     }
 
+    /// A user switch moves a private mirror to the new user's replica zone; the old user's
+    /// waiting changes still go to the old user's zone on the remote, and nothing mixes.
+    @Test func aUserSwitchKeepsUsersReplicasApart() async throws {
+        let replica = try TemporaryDirectory("replica-switch")
+        defer { replica.remove() }
+        let remote = InMemoryDatabase()
+        remote.availability = .unavailable
+        let session = UserSession(user: try UserRecord(name: "carol"), notificationCenter: NotificationCenter())
+        let database = try Self.open(replica, remote: remote)
+        let mirror = try await Mirror<Note>(
+            database: database, scope: .private, configuration: MirrorConfiguration(userSession: session))
+        mirror.dataModel.append(Note(id: "c", title: "carol's, offline"))
+        try await mirror.flush()
+        _ = session.switchUser(to: try UserRecord(name: "dave"))
+        try await waitUntil(mirror, "dave's empty zone") { $0.isEmpty }
+        mirror.dataModel.append(Note(id: "d", title: "dave's, offline"))
+        try await mirror.flush()
+
+        remote.availability = .available
+        try await database.synchronize()
+        #expect(try await Self.notes(in: remote, zone: .private("Note", user: "carol")).map(\.id) == ["c"])
+        #expect(try await Self.notes(in: remote, zone: .private("Note", user: "dave")).map(\.id) == ["d"])
+        #expect(try await Self.notes(in: database, zone: .private("Note", user: "carol")).map(\.id) == ["c"])
+        #expect(mirror.dataModel.array.map(\.id) == ["d"])
+        #expect(database.status.pendingChanges == 0)
+    }
+
     /// Two processes sharing one replica see each other's changes at once and settle their
     /// conflicts locally, as over a shared JSON-file database.
     @Test func twoInstancesSharingAReplicaSeeEachOtherOffline() async throws {

@@ -49,21 +49,32 @@ import Testing
         #expect(second.records == [mine])
         await #expect(throws: MirrorError.self) { try await second.send("sync") }
 
-        // Meanwhile another machine wrote to the server.
+        // Meanwhile another machine wrote to the server: a record of its own, and, later
+        // than the offline edit, the same record t1 with another title.
         let theirs = Todo(id: "t2", title: "from another machine")
+        let theirT1 = Todo(id: "t1", title: "t1 from another machine")
+        let clock = HLCTimestamp(millis: Int64(Date().timeIntervalSince1970 * 1000) + 1)
         try await server.commit(
-            [.save("t2", fields: try JSONEncoder().encode(theirs), baseVersion: 0,
-                   timestamp: HLCTimestamp(millis: Int64(Date().timeIntervalSince1970 * 1000)))],
+            [.save("t2", fields: try JSONEncoder().encode(theirs), baseVersion: 0, timestamp: clock),
+             .save("t1", fields: try JSONEncoder().encode(theirT1), baseVersion: 0, timestamp: clock)],
             to: zone)
-        #expect(try await todos(on: server) == [theirs])
 
-        // The server is back: the edits reach it once, the other machine's record arrives.
+        // The server is back: the offline edit meets the other machine's t1 and the default
+        // policy (changedKeys) settles it: the title changed on both sides goes to the later
+        // writer, the other machine. Both sides agree, and the other record arrives.
         try FileManager.default.removeItem(atPath: marker)
         try await second.send("sync")
-        #expect(try await todos(on: server) == [mine, theirs])
-        try await second.waitForRecords("the other machine's record") { $0.sorted() == [mine, theirs] }
+        #expect(try await todos(on: server) == [theirT1, theirs])
+        try await second.waitForRecords("the settled records") { $0.sorted() == [theirT1, theirs] }
+        #expect(mine != theirT1)
+
+        // An edit made now, online, goes through on top of it, once.
+        try await second.send("edit t1 edited after the outage")
+        try await second.send("flush")
+        try await second.send("sync")
         let stored = try #require(try await server.fetch(["t1"], in: zone).first)
-        #expect(stored.version == 1)
+        #expect(stored.version == 2)
+        #expect(try await todos(on: server) == [Todo(id: "t1", title: "edited after the outage"), theirs])
         #expect(try await second.quit() == 0)
     }
 }
