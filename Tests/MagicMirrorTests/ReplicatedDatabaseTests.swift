@@ -389,14 +389,21 @@ import Testing
     }
 }
 
-/// The public `RecordDatabase` conformance suite, run on a `ReplicatedDatabase` over an
-/// `InMemoryDatabase`, synchronising in the background while the checks run.
+/// The public `RecordDatabase` conformance suite, run on a `ReplicatedDatabase` (the
+/// records mirrors see, served by the replica) over an unreachable `InMemoryDatabase`.
+///
+/// The remote is away so the database is quiet: online, the background exchange writes the
+/// replica (the remote's token, accepted pushes), which moves the zone's token between two
+/// calls without a visible change. The contract allows that, but checks written for a
+/// database with no other writer (the token after a commit equals the token of the next
+/// `changes(since:)`) would then race with it.
 @Suite struct ReplicatedDatabaseConformanceTests {
     @Test(arguments: RecordDatabaseConformance.checks)
     func conforms(to check: ConformanceCheck) async throws {
         try await check.run {
             let replica = try TemporaryDirectory("replica-conformance")
             let remote = InMemoryDatabase()
+            remote.availability = .unavailable
             let database = try ReplicatedDatabaseTests.open(replica, remote: remote)
             return DatabaseUnderTest(
                 database: database,

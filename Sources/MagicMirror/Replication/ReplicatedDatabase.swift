@@ -109,6 +109,12 @@ public final class ReplicatedDatabase: RecordDatabase {
     }
 
     deinit {
+        // End the subscriptions while the replica is still held: a JSON-file engine must not
+        // be released from inside the cancellation of one of its own subscriptions.
+        let subscriptions = replication.withLock { state in
+            state.zones.values.flatMap { [$0.replicaSubscription, $0.remoteSubscription] }
+        }
+        for subscription in subscriptions { subscription?.cancel() }
         worker.withLock { $0 }?.cancel()
         wakeup.signal()
         for continuation in statusObservers.withLock({ Array($0.all.values) }) { continuation.finish() }
