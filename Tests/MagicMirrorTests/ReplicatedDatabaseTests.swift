@@ -1,7 +1,6 @@
 import Foundation
 import MagicMirror
 import MirrorTesting
-import Synchronization
 import Testing
 
 /// `ReplicatedDatabase`: a mirror over a remote database keeps working, and loses nothing,
@@ -173,7 +172,9 @@ import Testing
         let replica = try TemporaryDirectory("replica-refused")
         defer { replica.remove() }
         let memory = InMemoryDatabase()
-        let remote = RefusingDatabase(memory, refusing: "bad")
+        // Refuses every commit naming "bad", as a server refuses a record its schema rejects.
+        let remote = ScriptedDatabase(memory)
+        remote.poison("bad", with: .invalidRecord)
         memory.availability = .unavailable
         let database = try Self.open(replica, remote: remote)
         let mirror = try await Mirror<Note>(database: database)
@@ -198,7 +199,7 @@ import Testing
         #expect(database.problems.filter { $0.recordIDs == ["bad"] }.count == 1)
 
         // Changing it again releases it.
-        remote.refused.withLock { $0 = [] }
+        remote.poison("nothing-any-more", with: .invalidRecord)
         mirror.dataModel[1].title = "accepted now"
         try await mirror.flush()
         try await database.synchronize()
@@ -411,45 +412,5 @@ import Testing
                 startNewGeneration: { zone in try await database.local.compact(zone) },
                 cleanup: { replica.remove() })
         }
-    }
-}
-
-/// A remote that refuses, for good, every commit naming one of some record ids, as a
-/// server refuses a record its schema rejects.
-final class RefusingDatabase: RecordDatabase {
-    let base: any RecordDatabase
-    let refused: Mutex<Set<String>>
-
-    init(_ base: any RecordDatabase, refusing ids: Set<String>) {
-        self.base = base
-        self.refused = Mutex(ids)
-    }
-
-    convenience init(_ base: any RecordDatabase, refusing id: String) { self.init(base, refusing: [id]) }
-
-    var identifier: String { base.identifier }
-    var writerID: String { base.writerID }
-
-    func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
-        let refused = self.refused.withLock { $0 }
-        let named = operations.map(\.recordID).filter(refused.contains)
-        if !named.isEmpty {
-            throw MirrorError(.invalidRecord, "the server refuses \(named)", recordIDs: named)
-        }
-        return try await base.commit(operations, to: zone)
-    }
-
-    func fetchAll(in zone: ZoneID) async throws -> ChangeSet { try await base.fetchAll(in: zone) }
-    func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
-        try await base.fetch(recordIDs, in: zone)
-    }
-    func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
-        try await base.changes(in: zone, since: token)
-    }
-    func currentToken(in zone: ZoneID) async throws -> ChangeToken { try await base.currentToken(in: zone) }
-    func subscribe(
-        to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
-        try base.subscribe(to: zone, handler: handler)
     }
 }
