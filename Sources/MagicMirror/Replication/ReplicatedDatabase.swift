@@ -184,7 +184,16 @@ public final class ReplicatedDatabase: RecordDatabase {
     ///
     /// Conflicts are checked against the replica (the versions mirrors see), atomically,
     /// across every process sharing it. When this returns, the changes are as durable as a
-    /// ``JSONFileDatabase`` commit.
+    /// ``JSONFileDatabase`` commit, whether the remote is reachable or not.
+    ///
+    /// - Parameters:
+    ///   - operations: The saves and deletes, at most one per record.
+    ///   - zone: The zone they apply to.
+    /// - Returns: The result of each operation, as mirrors see the records, and the
+    ///   replica's token afterwards.
+    /// - Throws: A ``MirrorError``: ``MirrorError/Kind/invalidName`` for an invalid name or
+    ///   the reserved id `~replication`, ``MirrorError/Kind/invalidRecord`` for fields that
+    ///   are not a JSON object, or the replica's failure. Nothing is stored then.
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
         try ZoneState.validate(operations, zone: zone)
@@ -249,18 +258,37 @@ public final class ReplicatedDatabase: RecordDatabase {
         throw busyReplica(zone)
     }
 
+    /// Every live record of a zone, from the replica (see ``RecordDatabase/fetchAll(in:)``).
+    ///
+    /// Works whether the remote is reachable or not; a zone read for the first time starts
+    /// being synchronised.
+    ///
+    /// - Returns: A complete change set with the replica's token.
+    /// - Throws: A ``MirrorError`` when the replica cannot be read.
     public func fetchAll(in zone: ZoneID) async throws -> ChangeSet {
         activate(zone)
         let set = try await local.fetchAll(in: zone)
         return ChangeSet(records: views(of: set.records).filter { !$0.isDeleted }, token: set.token, isComplete: true)
     }
 
+    /// The live records with the given ids, from the replica (see
+    /// ``RecordDatabase/fetch(_:in:)``).
+    ///
+    /// - Throws: A ``MirrorError`` when the replica cannot be read.
     public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
         activate(zone)
         let records = try await local.fetch(recordIDs.filter { $0 != Self.stateRecordID }, in: zone)
         return views(of: records).filter { !$0.isDeleted }
     }
 
+    /// The changes of a zone in the replica after `token` (see
+    /// ``RecordDatabase/changes(in:since:)``).
+    ///
+    /// The replica's token also moves when the exchange with the remote writes it without
+    /// changing what mirrors see (a push accepted, the remote's token recorded); such records
+    /// come back unchanged.
+    ///
+    /// - Throws: A ``MirrorError`` when the replica cannot be read.
     public func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
         activate(zone)
         let set = try await local.changes(in: zone, since: token)
@@ -269,11 +297,19 @@ public final class ReplicatedDatabase: RecordDatabase {
         return ChangeSet(records: records, token: set.token, isComplete: set.isComplete)
     }
 
+    /// The replica's current token of a zone.
+    ///
+    /// - Throws: A ``MirrorError`` when the replica cannot be read.
     public func currentToken(in zone: ZoneID) async throws -> ChangeToken {
         activate(zone)
         return try await local.currentToken(in: zone)
     }
 
+    /// Calls `handler` for every change mirrors can see in `zone`: commits through this
+    /// instance (before ``commit(_:to:)`` returns), the remote's changes as they are copied
+    /// into the replica, and other processes' commits to the replica.
+    ///
+    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid zone.
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
     ) throws -> DatabaseSubscription {
