@@ -277,6 +277,32 @@ import Testing
         #expect(database.local.problems.contains { $0.kind == .corruptEntry })
     }
 
+    /// The remote rewrote its history (compaction dropped a deletion's tombstone): the
+    /// replica gets the complete zone and drops what the remote no longer lists, keeping
+    /// what waits locally.
+    @Test func aNewGenerationOfTheRemoteIsTakenWhole() async throws {
+        let replica = try TemporaryDirectory("replica-generation")
+        defer { replica.remove() }
+        let remote = InMemoryDatabase()
+        try await remote.simulateSave(Note(id: "a", title: "alpha"))
+        let gone = Note(id: "b", title: "beta")
+        try await remote.simulateSave(gone)
+        let database = try Self.open(replica, remote: remote)
+        let mirror = try await Mirror<Note>(database: database)
+        try await database.synchronize()
+        try await waitUntil(mirror, "both records") { $0.count == 2 }
+
+        remote.availability = .unavailable
+        mirror.dataModel.append(Note(id: "c", title: "waiting"))
+        try await mirror.flush()
+        try await remote.simulateDelete(gone)
+        remote.compact(Self.zone)
+        remote.availability = .available
+        try await database.synchronize()
+        try await waitUntil(mirror, "b gone, c kept") { $0.map(\.id).sorted() == ["a", "c"] }
+        #expect(try await Self.notes(in: remote).map(\.id) == ["a", "c"])
+    }
+
     @Test func aDeletedReplicaIsRefilledFromTheRemote() async throws {
         let replica = try TemporaryDirectory("replica-deleted")
         defer { replica.remove() }

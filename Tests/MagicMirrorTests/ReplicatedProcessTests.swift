@@ -77,4 +77,36 @@ import Testing
         #expect(try await todos(on: server) == [Todo(id: "t1", title: "edited after the outage"), theirs])
         #expect(try await second.quit() == 0)
     }
+
+    /// Two processes sharing one replica while the server is away see each other's changes
+    /// at once, as over a shared JSON-file database; either sends them when it is back.
+    @Test func twoProcessesSharingAReplicaSeeEachOtherOffline() async throws {
+        let replica = try TemporaryDirectory("replica-shared-process")
+        let serverDirectory = try TemporaryDirectory("server-shared")
+        let marker = serverDirectory.path + ".offline"
+        defer {
+            replica.remove()
+            serverDirectory.remove()
+            try? FileManager.default.removeItem(atPath: marker)
+        }
+        #expect(FileManager.default.createFile(atPath: marker, contents: nil))
+        let a = try await MirrorProcess("A", directory: replica, ["--remote", serverDirectory.path])
+        let b = try await MirrorProcess("B", directory: replica, ["--remote", serverDirectory.path])
+        try await a.send("add t1 from A")
+        try await a.send("flush")
+        try await b.waitForRecords("A's record") { $0 == [Todo(id: "t1", title: "from A")] }
+        try await b.send("edit t1 from A, edited by B")
+        try await b.send("flush")
+        let edited = Todo(id: "t1", title: "from A, edited by B")
+        try await a.waitForRecords("B's edit") { $0 == [edited] }
+
+        try FileManager.default.removeItem(atPath: marker)
+        try await a.send("sync")
+        let server = try JSONFileDatabase(isolatedDirectory: serverDirectory.url)
+        #expect(try await todos(on: server) == [edited])
+        try await b.send("sync")
+        #expect(try await server.fetch(["t1"], in: zone).first?.version == 1)
+        #expect(try await a.quit() == 0)
+        #expect(try await b.quit() == 0)
+    }
 }
