@@ -80,7 +80,7 @@ extension Mirror {
             }
             let base = entry.base.flatMap(\.fields).flatMap { try? decoder.decode(Record.self, from: $0) }
             let chosen = decide(base, local, remote)
-            guard chosen.recordID == entry.recordID else {
+            guard IDKey.same(chosen.recordID, entry.recordID) else {
                 return .hold(MirrorError(
                     .invalidRecord,
                     "the custom conflict policy returned record \(chosen.recordID) for record \(entry.recordID)",

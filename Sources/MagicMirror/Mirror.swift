@@ -230,6 +230,22 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// background (see "Committing" above). It is a ``RecordArray``; its ``RecordArray/array``
     /// is a plain `[Record]`.
     ///
+    /// ### One record per id
+    ///
+    /// The array holds each record once. Appending or inserting a record whose id is already
+    /// there does not add a second copy: the new value **replaces the record in its place**,
+    /// as `dictionary[id] = value` would, and is committed as an edit of it (``MirrorChange``
+    /// reports `.updated`). Nothing you wrote is dropped, the array's positions do not shift,
+    /// and two processes that append a record with the same chosen id (`"settings"`, say)
+    /// meet in the conflict policy rather than in a crash or a lost value. When one mutation
+    /// leaves several new copies of one id, the last one wins.
+    ///
+    /// ```swift
+    /// mirror.dataModel.append(Todo(id: "pinned", title: "Call Ann"))
+    /// mirror.dataModel.append(Todo(id: "pinned", title: "Call Bob"))   // replaces it
+    /// // mirror.dataModel.count == 1, its title is "Call Bob"
+    /// ```
+    ///
     /// > Important: Mutate it synchronously. The mirror is locked while a mutation runs, so
     /// > other threads wait for it, and reading the mirror from inside the mutation (for
     /// > example in a `removeAll(where:)` predicate) is an overlapping access that stops the
@@ -325,6 +341,58 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// The local changes not committed yet, oldest first.
     public var pendingChanges: [PendingChange] {
         core.withLock { $0.pendingChanges }
+    }
+
+    /// Drops the local change of one record that is waiting to be committed, and shows the
+    /// record as the mirror last knew it stored again: its stored value, or no record when it
+    /// was never stored.
+    ///
+    /// Use it for a change that cannot be committed (a record the database refuses, put on
+    /// hold after its failure was reported, which makes every ``flush()`` throw) or that you
+    /// no longer want:
+    ///
+    /// ```swift
+    /// for change in mirror.pendingChanges where change.isOnHold {
+    ///     mirror.discardPendingChange(recordID: change.recordID)
+    /// }
+    /// try await mirror.flush()   // no longer throws for the discarded changes
+    /// ```
+    ///
+    /// A record that another writer changed meanwhile shows as the mirror last read it, and
+    /// its newer value arrives like any remote change. When an earlier attempt to commit the
+    /// change failed without the guarantee that nothing was stored
+    /// (``MirrorError/nothingStored``), the mirror reads the database again, so `dataModel`
+    /// shows the change if it was stored after all.
+    ///
+    /// - Parameter recordID: The id of the record whose change to drop.
+    /// - Returns: `true` when a waiting change was dropped; `false` when the record has no
+    ///   waiting change, or its change is being committed at this moment (it is then either
+    ///   stored, or waits again and can be dropped once ``pendingChanges`` no longer shows
+    ///   it as committing).
+    @discardableResult
+    public func discardPendingChange(recordID: String) -> Bool {
+        guard let taken = core.withLock({ $0.discardable(recordID) }) else { return false }
+        // Decoded outside the lock, like every stored record.
+        var decoded: Record?
+        var problem: (any Error)?
+        if let current = taken.current, let fields = current.fields {
+            do {
+                decoded = try decoder.decode(Record.self, from: fields)
+            } catch {
+                problem = error
+            }
+        }
+        registrar.willSet(self, keyPath: \.dataModel)
+        let (dropped, effects) = core.withLock { state in
+            (state.discard(taken, decoded: decoded, problem: problem), state.drain(owner: self))
+        }
+        registrar.didSet(self, keyPath: \.dataModel)
+        deliver(effects)
+        if dropped {
+            pullWakeup.signal()
+            commitWakeup.signal()
+        }
+        return dropped
     }
 
     /// Whether any local change is not committed yet.

@@ -133,6 +133,19 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
     /// `DecodingError`).
     public var underlying: (any Error)?
 
+    /// Whether the failed call is known to have stored nothing.
+    ///
+    /// A database sets it on an error thrown from ``RecordDatabase/commit(_:to:)`` when it
+    /// refused the commit before writing anything: an invalid name or operation, a database
+    /// it cannot open or that is read-only. `false` (the default) means the commit may have
+    /// been stored anyway, for example when the disk failed after the bytes reached it or a
+    /// server's connection dropped before its answer came.
+    ///
+    /// A mirror uses it to know what a failed change may have left behind: a record created,
+    /// refused with `nothingStored`, then removed from `dataModel` is simply forgotten, while
+    /// one that may have been stored is deleted from the database to be sure.
+    public var nothingStored = false
+
     /// Creates an error.
     ///
     /// - Parameters:
@@ -187,6 +200,18 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
         if copy.scope == nil { copy.scope = scope }
         if copy.file == nil { copy.file = file }
         return copy
+    }
+
+    /// Runs `body`, which stores nothing when it fails, marking what it throws
+    /// ``nothingStored``.
+    package static func beforeStoring<T>(_ body: () throws(MirrorError) -> T) throws(MirrorError) -> T {
+        do {
+            return try body()
+        } catch {
+            var failure = error
+            failure.nothingStored = true
+            throw failure
+        }
     }
 
     /// Makes an error from a failed system call's `errno`, choosing the kind from it:

@@ -27,7 +27,8 @@ public struct PendingChange: Sendable, CustomStringConvertible {
     public var isCommitting: Bool
     /// Whether the mirror stopped retrying it by itself because it failed for a reason that
     /// retrying cannot fix (for example an invalid record id). ``Mirror/flush()`` tries it
-    /// again; so does the next change to the record.
+    /// again; so does the next change to the record. ``Mirror/discardPendingChange(recordID:)``
+    /// drops it.
     public var isOnHold: Bool
 
     /// Creates a pending change.

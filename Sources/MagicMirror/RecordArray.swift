@@ -45,7 +45,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         /// Holds exactly the ids in the array (unless `hasDuplicates`). A position below
         /// `validBelow` is exact; a position at or above it may be stale after an insertion
         /// or removal in the middle, and is checked before it is used.
-        var positions: [String: Int]
+        var positions: IDMap<Int>
         var validBelow: Int
         /// Set when an id was added while already present; lookups then fall back to scans
         /// until the positions are rebuilt.
@@ -58,7 +58,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     package struct ChangeLog: Sendable, Equatable {
         package let session: UInt64
         package var touched: [String] = []
-        var touchedSet: Set<String> = []
+        var touchedSet = IDSet()
         package var sawDuplicate = false
     }
 
@@ -303,9 +303,9 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     public func firstIndex(ofRecordID recordID: String) -> Int? {
         if let tracking, !tracking.hasDuplicates {
             guard let position = tracking.positions[recordID] else { return nil }
-            if position < elements.count, elements[position].recordID == recordID { return position }
+            if position < elements.count, IDKey.same(elements[position].recordID, recordID) { return position }
         }
-        return elements.firstIndex { $0.recordID == recordID }
+        return elements.firstIndex { IDKey.same($0.recordID, recordID) }
     }
 
     /// The record with the given id: read, edit, replace or remove it in one step.
@@ -329,7 +329,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         set {
             if let newValue {
                 precondition(
-                    newValue.recordID == recordID,
+                    IDKey.same(newValue.recordID, recordID),
                     "dataModel[recordID: \"\(recordID)\"] was set to the record \"\(newValue.recordID)\"; "
                         + "a record can only be set under its own id")
             }
@@ -368,7 +368,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     /// Rebuilds the id index from scratch. Linear time.
     package mutating func rebuildPositions() {
         guard tracking != nil else { return }
-        var positions: [String: Int] = [:]
+        var positions = IDMap<Int>()
         positions.reserveCapacity(elements.count)
         var duplicates = false
         for (index, record) in elements.enumerated() {
@@ -394,19 +394,19 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
 
     /// The position of the record with the given id; repairs stale index entries.
     package mutating func position(of recordID: String) -> Int? {
-        guard tracking != nil else { return elements.firstIndex { $0.recordID == recordID } }
-        if tracking!.hasDuplicates { return elements.firstIndex { $0.recordID == recordID } }
+        guard tracking != nil else { return elements.firstIndex { IDKey.same($0.recordID, recordID) } }
+        if tracking!.hasDuplicates { return elements.firstIndex { IDKey.same($0.recordID, recordID) } }
         guard let position = tracking!.positions[recordID] else { return nil }
-        if position < elements.count, elements[position].recordID == recordID { return position }
+        if position < elements.count, IDKey.same(elements[position].recordID, recordID) { return position }
         for index in tracking!.validBelow..<elements.count {
             tracking!.positions[elements[index].recordID] = index
         }
         tracking!.validBelow = elements.count
         if let repaired = tracking!.positions[recordID], repaired < elements.count,
-           elements[repaired].recordID == recordID {
+           IDKey.same(elements[repaired].recordID, recordID) {
             return repaired
         }
-        return elements.firstIndex { $0.recordID == recordID }
+        return elements.firstIndex { IDKey.same($0.recordID, recordID) }
     }
 
     /// The record with the given id.

@@ -14,7 +14,8 @@ import Foundation
 ///
 /// Values are stored as JSON objects of their `Codable` fields, one record per value, in
 /// the zone named by ``recordType`` (the type's name unless you say otherwise). Two values
-/// are the same record when their ``recordID``s are equal.
+/// are the same record when their ``recordID``s have the same UTF-8 bytes: `"e\u{301}"` and
+/// `"\u{e9}"`, equal as Swift strings, are two records.
 ///
 /// > Important: Changing ``recordType`` or the way ``recordID`` is formed points the type at
 /// > different stored records. Adding an optional field is safe; renaming or retyping a
@@ -23,7 +24,8 @@ import Foundation
 public protocol Recordable: Identifiable, Codable, Sendable, Equatable {
     /// The name of the zone the records are stored in; the type's name by default.
     ///
-    /// It must be a valid name: not empty, at most 255 bytes, no `/` or NUL, not `.` or `..`.
+    /// It must be a valid name: not empty, at most 255 bytes, no `/` or NUL, not `.` or `..`,
+    /// and in Unicode Normalization Form C (it names a directory).
     static var recordType: String { get }
 
     /// The record's identity in the database, derived from `id` by default for `UUID`

@@ -86,7 +86,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     ///
     /// - Throws: A ``MirrorError``: an injected one, ``MirrorError/Kind/cancelled`` when the
     ///   task is cancelled during the latency, or an invalid name or record. Nothing is
-    ///   stored then.
+    ///   stored then, and the error says so (``MirrorError/nothingStored``).
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
         store.countCommitInProgress(+1)
@@ -97,7 +97,9 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
             try ZoneState.validate(operations, zone: zone)
         } catch {
             store.logFailure(error, zone: zone, writer: writerID, operations: operations, simulated: false)
-            throw error
+            var failure = error
+            failure.nothingStored = true
+            throw failure
         }
         return try store.perform(
             operations, to: zone, writer: writerID, databaseIdentifier: identifier, simulated: false

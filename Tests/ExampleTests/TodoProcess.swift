@@ -57,7 +57,7 @@ extension Subprocess {
     /// Interrupts the process as Ctrl-C would and waits for it to end.
     func stop() async throws {
         kill(SIGINT)
-        try await wait(timeout: .seconds(20))
+        try await wait(timeout: .seconds(60))
     }
 }
 

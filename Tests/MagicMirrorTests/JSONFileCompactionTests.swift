@@ -38,7 +38,7 @@ import Testing
         #expect(changes.token == ChangeToken(generation: 1, sequence: 3))
         // The subscriber hears that "gone" was deleted, although its tombstone was compacted
         // away before the reader saw it.
-        let deleted = try await firstValue(of: stream, within: .seconds(20)) {
+        let deleted = try await firstValue(of: stream, within: testTimeout) {
             $0.reason == .deleted && $0.recordIDs.contains("gone")
         }
         #expect(deleted.token.generation == 1)

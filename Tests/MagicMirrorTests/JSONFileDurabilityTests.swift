@@ -60,7 +60,7 @@ import Testing
             }
         }
         // One commit finds the lock taken and waits for it; the others queue behind it.
-        _ = try await firstValue(of: queued, within: .seconds(30)) { $0 == waiting }
+        _ = try await firstValue(of: queued, within: testTimeout) { $0 == waiting }
         #expect(flock(lockFD, LOCK_UN) == 0)
         let outcomes = try await commits.value
         db.observeCommitQueue(nil)

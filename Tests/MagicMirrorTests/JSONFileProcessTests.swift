@@ -130,7 +130,7 @@ import Testing
         #expect(ids == ["w0", "w1", "w2"])
 
         let heard = MutexBox<Set<String>>([])
-        _ = try await firstValue(of: stream, within: .seconds(20)) { notification in
+        _ = try await firstValue(of: stream, within: testTimeout) { notification in
             #expect(notification.writer != db.writerID)
             #expect(notification.databaseIdentifier == db.identifier)
             heard.update { $0.formUnion(notification.recordIDs) }

@@ -171,31 +171,50 @@ import Testing
         try await expectStored(mirror, in: opened.database)
     }
 
+    /// A record appended (or inserted) under an id the array holds replaces that record in
+    /// its place, is committed as an edit, and is no error (#19.5).
     @Test(arguments: DatabaseFactory.all)
-    func aSecondRecordWithTheSameIDIsRemovedAndReported(factory: DatabaseFactory) async throws {
+    func aSecondRecordWithTheSameIDReplacesTheFirstInItsPlace(factory: DatabaseFactory) async throws {
         let opened = try await factory.make()
         defer { opened.cleanup() }
         let original = Chore(title: "original")
         try await seed([original], into: opened.database)
-        let reported = ErrorNotificationCollector(naming: [original.id])
         let mirror = try await Mirror<Chore>(database: opened.database)
+        let changes = mirror.changes
 
         var copy = original
-        copy.title = "impostor"
-        mirror.dataModel.append(Chore(title: "fine"))
+        copy.title = "replacement"
+        let fine = Chore(title: "fine")
+        mirror.dataModel.append(fine)
         mirror.dataModel.append(copy)
 
-        #expect(mirror.dataModel.count == 2)
-        #expect(mirror.dataModel.filter { $0.id == original.id }.map(\.title) == ["original"])
-        #expect(reported.count == 1)
-        #expect(mirror.lastError?.kind == .invalidRecord)
+        #expect(mirror.dataModel.map(\.title) == ["replacement", "fine"])
+        #expect(mirror.dataModel.firstIndex(ofRecordID: original.recordID) == 0)
+        #expect(mirror.lastError == nil)
         try await mirror.flush()
         try await expectStored(mirror, in: opened.database)
+        let stored = try await storedRecords(Chore.self, in: opened.database)
+        #expect(stored[original.id]?.title == "replacement")
+        var kinds: [MirrorChange<Chore>.Kind] = []
+        for await change in changes where change.recordID == original.id && change.state == .pending {
+            kinds.append(change.kind)
+            break
+        }
+        #expect(kinds == [.updated])
 
-        // Inserting the copy at the front keeps the record the mirror had, too.
+        // Inserting a copy at the front replaces the record where it stands too.
+        copy.title = "inserted"
         mirror.dataModel.insert(copy, at: 0)
-        #expect(mirror.dataModel.filter { $0.id == original.id }.map(\.title) == ["original"])
-        #expect(reported.count == 2)
+        #expect(mirror.dataModel.map(\.title) == ["inserted", "fine"])
+        var twice = fine
+        twice.title = "fine 2"
+        var thrice = fine
+        thrice.title = "fine 3"
+        mirror.dataModel.append(contentsOf: [twice, thrice])   // the last new copy wins
+        #expect(mirror.dataModel.map(\.title) == ["inserted", "fine 3"])
+        try await mirror.flush()
+        try await expectStored(mirror, in: opened.database)
+        #expect(mirror.lastError == nil)
     }
 
     @Test(arguments: DatabaseFactory.all)

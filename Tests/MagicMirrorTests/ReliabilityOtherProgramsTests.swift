@@ -149,6 +149,28 @@ import Testing
         #expect(ids == ["r0", "r1", "r2", "r3", "r4", "after"])
         #expect(writer.problems.contains { $0.message.contains("were appended to it again") })
     }
+
+    /// Opening and dropping databases keeps nothing per database (#11.5): resident memory
+    /// and open descriptors stay flat over many cycles, each on a new directory and through a
+    /// mirror, in a child process so that nothing else in the test process counts.
+    @Test(arguments: [["--mirror", "--distinct"], []])
+    func openingAndDroppingDatabasesKeepsNothing(mode: [String]) async throws {
+        let directory = try TemporaryDirectory("open-close")
+        defer { directory.remove() }
+        let cycles = 10_000
+        let run = try await MirrorWorkerRun.run(
+            ["open-close", "--db", directory.path, "--count", "\(cycles)", "--warm-up", "1000"] + mode,
+            timeout: .seconds(600))
+        let numbers = run.standardOutput.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        try #require(numbers.count == 4, "output: \(run.standardOutput) \(run.standardError)")
+        let (residentBefore, descriptorsBefore, residentAfter, descriptorsAfter) =
+            (numbers[0], numbers[1], numbers[2], numbers[3])
+        print("RELIABILITY open-close\(mode.joined()): cycles=\(cycles) rss-kib=\(residentBefore)->\(residentAfter) fds=\(descriptorsBefore)->\(descriptorsAfter)")
+        #expect(descriptorsAfter == descriptorsBefore)
+        // The leak found before grew 0.5-0.75 KiB per database, 5,000 KiB here; allocator
+        // noise measured 26-50 bytes per cycle.
+        #expect(residentAfter - residentBefore < cycles / 4, "grew \(residentAfter - residentBefore) KiB")
+    }
 }
 
 /// A read must not return the state from before another writer's commit because another

@@ -58,7 +58,7 @@ import Testing
         #expect(list.itemsToBuy == ["Milk"])
         #expect(list.isSaving)
 
-        try await list.mirror.waitUntilCommitted(timeout: .seconds(30))
+        try await list.mirror.waitUntilCommitted(timeout: .seconds(60))
         #expect(!list.isSaving)
         #expect(try database.records(GroceryItem.self).map(\.name) == ["Milk"])
         #expect(database.commitLog.map(\.isFailed) == [true, true, false])
@@ -70,7 +70,7 @@ import Testing
         let list = try await ShoppingList(database: database)
 
         try await database.simulateSave(GroceryItem(name: "Eggs"), by: "phone")
-        try await list.mirror.waitUntil(timeout: .seconds(30)) { items in
+        try await list.mirror.waitUntil(timeout: .seconds(60)) { items in
             items.contains { $0.name == "Eggs" }
         }
         #expect(list.itemsToBuy == ["Eggs"])
@@ -85,14 +85,14 @@ import Testing
 
         database.availability = .readOnly
         list.markBought("Bread")
-        let reported = try await errors.waitForErrors(count: 1, timeout: .seconds(30))
+        let reported = try await errors.waitForErrors(count: 1, timeout: .seconds(60))
         #expect(reported.first?.kind == .readOnly)
         #expect(list.itemsToBuy.isEmpty)
         #expect(list.isSaving)
         #expect(try database.records(GroceryItem.self).first?.isBought == false)
 
         database.availability = .available
-        try await list.mirror.waitUntilCommitted(timeout: .seconds(30))
+        try await list.mirror.waitUntilCommitted(timeout: .seconds(60))
         #expect(try database.records(GroceryItem.self).first?.isBought == true)
     }
 }

@@ -53,14 +53,15 @@ enum WatcherFDsCommand {
         }
         for (_, reported, directories) in watchers {
             try Data("{}\n".utf8).write(to: URL(fileURLWithPath: directories[0] + "/snapshot.json"))
-            guard reported.wait(timeout: .now() + 10) == .success else {
+            guard reported.wait(timeout: .now() + 60) == .success else {
                 throw WorkerUsageError("a watcher did not report a change")
             }
         }
         return watchers
     }
 
-    private static func openDescriptorCount() throws -> Int {
+    /// The number of descriptors the process has open.
+    static func openDescriptorCount() throws -> Int {
         #if os(Linux)
         let path = "/proc/self/fd"
         #else

@@ -9,6 +9,7 @@ enum WorkerCommands {
         "mirror-editor": { try await MirrorEditorCommand.run($0) },
         "mirror-retry": { try await MirrorRetryCommand.run($0) },
         "mirror-writer": { try await MirrorWriterCommand.run($0) },
+        "open-close": { try await OpenCloseCommand.run($0) },
         "watcher-fds": WatcherFDsCommand.run,
         "write": { try await WriteCommand.run($0) },
     ]

@@ -222,7 +222,7 @@ public final class JSONFileDatabase: RecordDatabase {
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
         try ZoneState.validate(operations, zone: zone)
-        let handle = try engine.zone(zone)
+        let handle = try MirrorError.beforeStoring { () throws(MirrorError) in try engine.zone(zone) }
         if operations.isEmpty {
             return CommitOutcome(results: [], token: try handle.read { $0.token })
         }

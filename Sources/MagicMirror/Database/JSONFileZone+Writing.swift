@@ -19,7 +19,7 @@ extension JSONFileZone {
     func commit(
         _ operations: [RecordOperation], durable: Bool, compactionThreshold: Int
     ) async throws -> CommitOutcome {
-        try load()
+        try MirrorError.beforeStoring { () throws(MirrorError) in try load() }
         let leads = queue.withLock { queue -> Bool in
             if queue.flushing { return false }
             queue.flushing = true
@@ -119,7 +119,7 @@ extension JSONFileZone {
         var accepted = batch
         var leftover: [CommitRequest] = []
         if batch.count > 1 {
-            var touched = Set<String>()
+            var touched = IDSet()
             for (index, request) in batch.enumerated() {
                 if request.operations.contains(where: { touched.contains($0.recordID) }) {
                     accepted = Array(batch[..<index])
@@ -223,8 +223,11 @@ extension JSONFileZone {
                     compactionThreshold = threshold
                 }
             } catch {
+                // Thrown before anything was appended (failed appends are `writeError`).
+                var failure = error
+                failure.nothingStored = true
                 for index in results.indices {
-                    results[index] = .failure(error.adding(recordIDs: accepted[index].operations.map(\.recordID)))
+                    results[index] = .failure(failure.adding(recordIDs: accepted[index].operations.map(\.recordID)))
                 }
             }
         }
@@ -238,16 +241,23 @@ extension JSONFileZone {
     /// Appends `bytes` to the journal (creating it if needed) and flushes it when
     /// `durable`. On failure the journal is cut back to where it was, so nothing of the
     /// failed append is ever read.
+    ///
+    /// - Throws: An error marked ``MirrorError/nothingStored`` when the append failed before
+    ///   its bytes were complete in the file and they were cut off again; otherwise (the
+    ///   flush failed after the bytes were in place, so other processes may have read them,
+    ///   or they could not be cut off) an error that may have stored them.
     private func append(_ disk: inout Disk, _ bytes: [UInt8], durable: Bool) throws(MirrorError) {
-        try openJournal(&disk, create: true)
-        let name = JSONFileFormat.journalFile(disk.generation)
-        if !disk.journalWritable {
-            try reopenJournalForWriting(&disk)
+        try MirrorError.beforeStoring { () throws(MirrorError) in
+            try openJournal(&disk, create: true)
+            if !disk.journalWritable {
+                try reopenJournalForWriting(&disk)
+            }
+            try requireLockStillNamed(disk)
+            try requireJournalStillNamed(disk)
         }
+        let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
         let fd = disk.journalFD
-        try requireLockStillNamed(disk)
-        try requireJournalStillNamed(disk)
         do throws(FileSystem.Failure) {
             try fileSystem.write(fd, bytes: bytes)
             if durable {
@@ -256,14 +266,16 @@ extension JSONFileZone {
                 disk.appendWasVisible = false
             }
         } catch {
+            var failure = located(error.mirrorError(file: path(name)))
             do {
                 try fileSystem.truncate(fd, to: start)
                 try? fileSystem.sync(fd)
                 disk.journalSeen = start
+                failure.nothingStored = !disk.appendWasVisible
             } catch {
                 disk.mustTruncateTo = start
             }
-            throw located(error.mirrorError(file: path(name)))
+            throw failure
         }
         disk.journalEnd = start + bytes.count
         disk.journalSeen = disk.journalEnd

@@ -18,6 +18,11 @@ import Foundation
 /// 1. **Names.** Before using a zone, validate it (``ZoneID/validate()``) and every record
 ///    id (the same rules: not empty, at most 255 bytes, no `/` or NUL, not `.` or `..`);
 ///    reject bad ones with ``MirrorError/Kind/invalidName`` and change nothing.
+///    **Ids are bytes:** two ids are the same id only when their UTF-8 bytes are equal, not
+///    when Swift's `String` says they are equal (canonical equivalence): `"e\u{301}"` and
+///    `"\u{e9}"` are two records. Key records by bytes (PostgreSQL: the `C` collation;
+///    Swift: not a `[String: …]` dictionary). Record types and user names, which may become
+///    directory names, must be in Unicode Normalization Form C, which the validation checks.
 /// 2. **Fields.** A save's fields must be a JSON object; reject anything else with
 ///    ``MirrorError/Kind/invalidRecord``. Stored fields are returned exactly as saved.
 /// 3. **Versions.** A new record gets version 1; each save or delete of it adds one. A
@@ -50,7 +55,12 @@ import Foundation
 ///    ``RemoteNotification``s (at most one per reason) carrying the token after the
 ///    commit. Commits made through this instance are delivered before ``commit(_:to:)``
 ///    returns. Handlers run on an arbitrary thread and must not block.
-/// 9. **Errors.** Everything thrown is a ``MirrorError``. A failed commit stores nothing.
+/// 9. **Errors.** Everything thrown is a ``MirrorError``. A failed commit is not applied,
+///    but where the database cannot know that (a connection lost while the server
+///    committed, a flush that failed after other readers saw the bytes) it may turn out
+///    stored; committing it again with the same timestamps is safe (idempotency, point 4).
+///    Where the database knows it stored nothing (the commit was refused before anything
+///    was written), the error says so with ``MirrorError/nothingStored``.
 /// 10. **Threads.** Every method may be called from any thread or task, concurrently.
 public protocol RecordDatabase: AnyObject, Sendable {
     /// A stable identifier of the database, the same in every process that opens it.
@@ -65,7 +75,8 @@ public protocol RecordDatabase: AnyObject, Sendable {
     ///   - operations: The saves and deletes, at most one per record.
     ///   - zone: The zone they apply to.
     /// - Returns: The result of each operation and the zone's token afterwards.
-    /// - Throws: A ``MirrorError`` when the commit could not be made; nothing is stored then.
+    /// - Throws: A ``MirrorError`` when the commit could not be made, with
+    ///   ``MirrorError/nothingStored`` set when the database knows it stored nothing.
     @discardableResult
     func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome
 

@@ -8,11 +8,11 @@ import Foundation
 /// Not thread-safe: the owner guards it.
 package struct ZoneState: Sendable {
     /// Every record of the current generation, tombstones included.
-    package private(set) var records: [String: StoredRecord] = [:]
+    package private(set) var records: IDMap<StoredRecord> = [:]
     /// The ids changed by each sequence number after `baseSequence`, in order.
     private var log: [(sequence: Int, ids: [String])] = []
     /// The sequence number of the last change of each record in `log`.
-    private var lastSequence: [String: Int] = [:]
+    private var lastSequence: IDMap<Int> = [:]
     /// The token of the state.
     package private(set) var token: ChangeToken
     /// The sequence the generation started at (its snapshot's last sequence).
@@ -112,7 +112,7 @@ package struct ZoneState: Sendable {
 
     /// Starts a new generation from the current state: drops tombstones and history.
     package mutating func compact(toGeneration generation: Int) {
-        records = records.filter { !$0.value.isDeleted }
+        records = records.filter { !$0.isDeleted }
         log.removeAll(keepingCapacity: false)
         lastSequence.removeAll(keepingCapacity: false)
         baseSequence = token.sequence
@@ -175,8 +175,12 @@ package struct ZoneState: Sendable {
     /// Validates operations before they are prepared: record ids, distinct ids, fields
     /// that are JSON objects.
     package static func validate(_ operations: [RecordOperation], zone: ZoneID) throws(MirrorError) {
+        try MirrorError.beforeStoring { () throws(MirrorError) in try check(operations, zone: zone) }
+    }
+
+    private static func check(_ operations: [RecordOperation], zone: ZoneID) throws(MirrorError) {
         try zone.validate()
-        var seen = Set<String>()
+        var seen = IDSet()
         seen.reserveCapacity(operations.count)
         for operation in operations {
             try NameRules.check(

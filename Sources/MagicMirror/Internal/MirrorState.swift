@@ -21,7 +21,7 @@ struct MirrorState<Record: Recordable> {
     /// What `dataModel` returns.
     var array = RecordArray<Record>()
     /// The value of every record in ``array``, by id: what a mutation is compared with.
-    var present: [String: Record] = [:]
+    var present: IDMap<Record> = [:]
     /// Counts local mutations, to tell their change logs apart.
     private var session: UInt64 = 0
     /// The live views of the mirror (Views/Mirror+LiveView.swift), updated on every change.
@@ -32,7 +32,7 @@ struct MirrorState<Record: Recordable> {
     // MARK: What the database holds
 
     /// The latest stored version the mirror knows of each record, tombstones included.
-    var shadow: [String: StoredRecord] = [:]
+    var shadow: IDMap<StoredRecord> = [:]
     /// The token of the changes applied to ``shadow``.
     var token = ChangeToken.initial
     /// The highest token a notification announced; a pull is due while it is ahead.
@@ -45,20 +45,20 @@ struct MirrorState<Record: Recordable> {
     private var pullFailures = 0
     private var pullRetryAt: ContinuousClock.Instant?
     /// Decoding failures reported, by record id: the version reported.
-    private var reportedUndecodable: [String: Int] = [:]
+    private var reportedUndecodable: IDMap<Int> = [:]
     /// Remote versions pulled while a local change of the record was pending or being
     /// committed, by id. The array keeps showing the local value meanwhile and takes the
     /// remote one when the local change settles without superseding it (``settle(_:)``):
     /// otherwise the array would lag behind ``shadow``, and the next local edit, based on
     /// the newer version but made on the older value, would undo the remote change.
-    private var heldBack: [String: (record: StoredRecord, value: Result<Record, any Error>?)] = [:]
+    private var heldBack: IDMap<(record: StoredRecord, value: Result<Record, any Error>?)> = [:]
 
     // MARK: Pending changes
 
     /// Entries waiting to be sent, by record id.
-    var pending: [String: PendingEntry<Record>] = [:]
+    var pending: IDMap<PendingEntry<Record>> = [:]
     /// Entries being committed right now, by record id.
-    var inFlight: [String: PendingEntry<Record>] = [:]
+    var inFlight: IDMap<PendingEntry<Record>> = [:]
     /// The order to send pending entries in; items whose number no longer matches their
     /// entry are skipped.
     private var queue: [(id: String, number: Int)] = []
@@ -173,7 +173,7 @@ struct MirrorState<Record: Recordable> {
         array = replacement
         if array.mayHaveDuplicates { removeDuplicates(keeping: present) }
         var changed = false
-        var listed = Set<String>()
+        var listed = IDSet()
         listed.reserveCapacity(array.count)
         for record in array.array {
             let id = record.recordID
@@ -185,25 +185,26 @@ struct MirrorState<Record: Recordable> {
         return changed
     }
 
-    /// Removes all but one record of each id that appears more than once, keeping the one
-    /// equal to `keeping[id]` if there is one and the first otherwise, and reports it.
-    private mutating func removeDuplicates(keeping: [String: Record]) {
-        var firstPosition: [String: Int] = [:]
-        var keep: [String: Int] = [:]
-        var duplicated: [String] = []
+    /// Leaves one record of each id that appears more than once: the newest value, in the
+    /// place of the record the array held before (see "One record per id" in `dataModel`).
+    ///
+    /// The newest value is the last copy that differs from `keeping[id]` (the value before
+    /// the mutation), or the last copy when the id is new. Its place is that of the copy
+    /// equal to `keeping[id]`, or of the first copy.
+    private mutating func removeDuplicates(keeping: IDMap<Record>) {
+        var place: IDMap<Int> = [:]
+        var newest: IDMap<Int> = [:]
+        var duplicated = IDSet()
         for (index, record) in array.enumerated() {
             let id = record.recordID
-            if let first = firstPosition[id] {
-                if keep[id] == nil { duplicated.append(id) }
-                let chosen = keep[id] ?? first
-                if let known = keeping[id], array[chosen] != known, record == known {
-                    keep[id] = index
-                } else {
-                    keep[id] = chosen
-                }
+            let known = keeping[id]
+            if let first = place[id] {
+                duplicated.insert(id)
+                if let known, record == known, array[first] != known { place[id] = index }
             } else {
-                firstPosition[id] = index
+                place[id] = index
             }
+            if known.map({ record != $0 }) ?? true { newest[id] = index }
         }
         guard !duplicated.isEmpty else {
             array.rebuildPositions()
@@ -213,17 +214,14 @@ struct MirrorState<Record: Recordable> {
         kept.reserveCapacity(array.count)
         for (index, record) in array.enumerated() {
             let id = record.recordID
-            if let chosen = keep[id], chosen != index { continue }
-            kept.append(record)
+            guard duplicated.contains(id) else {
+                kept.append(record)
+                continue
+            }
+            if place[id] == index { kept.append(array[newest[id] ?? index]) }
         }
         array = RecordArray(kept)
         array.startTracking()
-        report(MirrorError(
-            .invalidRecord,
-            "dataModel cannot hold two records with one id; the extra "
-                + (duplicated.count == 1 ? "copy of record \(duplicated[0]) was" : "copies were")
-                + " removed",
-            recordIDs: duplicated, recordType: zone.recordType, scope: zone.scope))
     }
 
     /// Records a local change of one record's value (from `present[id]` to `value`).
@@ -250,8 +248,9 @@ struct MirrorState<Record: Recordable> {
                 enqueue(&entry)
             }
             if value == nil, !entry.basePending, entry.isCreation, entry.earlierTimestamps.isEmpty,
-               entry.failedAttempts == 0 {
-                // Created and deleted before it was ever sent: nothing to store.
+               shadow[id].map(\.isDeleted) ?? true {
+                // Created and removed, and never stored (never sent, or every attempt failed
+                // in a way that stored nothing): nothing to store, nothing to delete.
                 pending[id] = nil
                 settle(id)
                 checkFlushWaiters(failure: nil)
@@ -518,7 +517,7 @@ struct MirrorState<Record: Recordable> {
         _ batch: [PendingEntry<Record>], error: MirrorError, blamed: [String], now: ContinuousClock.Instant
     ) {
         let ids = Set(batch.map(\.recordID))
-        var returned = batch.map { takeBack($0, mayBeStored: true) }
+        var returned = batch.map { takeBack($0, mayBeStored: !error.nothingStored) }
         if error.kind == .cancelled {
             requeueAtFront(returned)
             return
@@ -563,6 +562,31 @@ struct MirrorState<Record: Recordable> {
         checkFlushWaiters(failure: (error, held.map(\.firstSequence).min() ?? oldest))
     }
 
+    // MARK: Discarding
+
+    /// A record's waiting change with the stored record the mirror knows, for
+    /// ``discard(_:decoded:problem:)``; `nil` when the record has no waiting change or its
+    /// change is being committed right now.
+    func discardable(_ id: String) -> Conflict? {
+        guard inFlight[id] == nil, let entry = pending[id] else { return nil }
+        return Conflict(entry: entry, current: shadow[id])
+    }
+
+    /// Drops a waiting change taken by ``discardable(_:)`` and shows the stored record
+    /// (`decoded`), unless the record changed since.
+    ///
+    /// - Returns: Whether it was dropped.
+    mutating func discard(_ taken: Conflict, decoded: Record?, problem: (any Error)?) -> Bool {
+        let id = taken.entry.recordID
+        guard inFlight[id] == nil, let entry = pending[id], entry.lastSequence == taken.entry.lastSequence else {
+            return false
+        }
+        apply(.keepStored(taken.current, decoded: decoded, problem: problem), to: taken)
+        // An earlier attempt may have been stored after all: read the zone again to show it.
+        if !entry.earlierTimestamps.isEmpty { pullAgain = true }
+        return true
+    }
+
     // MARK: Remote changes
 
     /// Notes that the zone reached `token`; whether a pull is now due.
@@ -604,7 +628,7 @@ struct MirrorState<Record: Recordable> {
     /// the mirror knows, so an incremental change set applies safely whatever committed
     /// meanwhile; a complete one, which also tells which records are gone, is set aside and
     /// pulled again when a commit completed meanwhile.
-    mutating func applyPull(_ set: ChangeSet, since start: PullStart, decoded: [String: Result<Record, any Error>]) {
+    mutating func applyPull(_ set: ChangeSet, since start: PullStart, decoded: IDMap<Result<Record, any Error>>) {
         // Pulled from the zone before a user switch: this state pulls its own.
         guard start.epoch == epoch else { return }
         if set.isComplete, start.commitRounds != commitRounds {

@@ -1,20 +1,35 @@
+import Foundation
+
 /// The rules for names that become paths or identities: record types, user names and
 /// record ids.
 ///
 /// A valid name is not empty, at most 255 bytes of UTF-8, contains no `/` and no NUL, and
-/// is not `.` or `..`.
+/// is not `.` or `..`. Names are compared by their UTF-8 bytes (see `IDKey`), so a record
+/// type or user name, which becomes a directory name, must also be in Unicode Normalization
+/// Form C: file systems that normalise names (macOS's) would otherwise give two names one
+/// directory. Record ids are stored inside files, so any spelling is an id of its own.
 package enum NameRules {
     /// The longest valid name, in UTF-8 bytes.
     package static let maximumBytes = 255
 
     /// The reason a name is invalid, or `nil` when it is valid.
-    package static func problem(with name: String) -> String? {
+    ///
+    /// - Parameter becomesFileName: The name is a record type or user name, which names a
+    ///   directory, and must be in NFC.
+    package static func problem(with name: String, becomesFileName: Bool = false) -> String? {
         let utf8 = name.utf8
         if utf8.isEmpty { return "is empty" }
         if utf8.count > maximumBytes { return "is \(utf8.count) bytes long; the limit is \(maximumBytes)" }
         if name == "." || name == ".." { return "is '\(name)', which names a directory" }
         if utf8.contains(UInt8(ascii: "/")) { return "contains '/'" }
         if utf8.contains(0) { return "contains a NUL byte" }
+        if becomesFileName, !utf8.allSatisfy({ $0 < 0x80 }) {
+            let composed = name.precomposedStringWithCanonicalMapping
+            if !composed.utf8.elementsEqual(utf8) {
+                return "is not in Unicode Normalization Form C; as a directory name it must be "
+                    + "spelled \(String(reflecting: composed))"
+            }
+        }
         return nil
     }
 
@@ -26,7 +41,7 @@ package enum NameRules {
     package static func check(
         _ name: String, as role: String, scope: Scope? = nil, recordType: String? = nil
     ) throws(MirrorError) {
-        guard let problem = problem(with: name) else { return }
+        guard let problem = problem(with: name, becomesFileName: role != "record id") else { return }
         let shown = name.utf8.count > 40 ? String(name.prefix(40)) + "…" : name
         throw MirrorError(
             .invalidName,

@@ -17,8 +17,8 @@ package enum RecordBatchCoding {
     /// Decodes the fields of every live record in `records`, by record id.
     package static func decode<Record: Decodable>(
         _ records: some Collection<StoredRecord>, as type: Record.Type, with decoder: JSONDecoder
-    ) -> [String: Result<Record, any Error>] {
-        var results: [String: Result<Record, any Error>] = [:]
+    ) -> IDMap<Result<Record, any Error>> {
+        var results = IDMap<Result<Record, any Error>>()
         results.reserveCapacity(records.count)
         for (record, result) in zip(records, decodeInOrder(records, as: type, with: decoder)) {
             if let result { results[record.id] = result }

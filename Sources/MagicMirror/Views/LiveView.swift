@@ -57,7 +57,7 @@ public final class LiveView<Record: Recordable>: Sendable {
 
     private struct State: Sendable {
         var index: OrderedIndex<Entry>
-        var members: [String: Entry] = [:]
+        var members: IDMap<Entry> = [:]
         var streams: [Int: AsyncStream<LiveViewChange>.Continuation] = [:]
         var nextStream = 0
     }

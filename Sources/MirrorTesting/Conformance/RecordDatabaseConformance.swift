@@ -32,7 +32,7 @@ import MagicMirror
 public enum RecordDatabaseConformance {
     /// Every check, in the order of the requirements they cover.
     public static var checks: [ConformanceCheck] {
-        namesAndFields + versionsAndConflicts + atomicity + tokens + notifications + threads
+        namesAndFields + idsAreBytes + versionsAndConflicts + atomicity + tokens + notifications + threads
     }
 }
 
