@@ -413,6 +413,7 @@ import Testing
                 to: Self.zone)
         }
         #expect(error?.kind == .invalidName)
+        #expect(error?.nothingStored == true)
     }
 }
 

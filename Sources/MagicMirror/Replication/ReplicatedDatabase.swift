@@ -193,14 +193,17 @@ public final class ReplicatedDatabase: RecordDatabase {
     ///   replica's token afterwards.
     /// - Throws: A ``MirrorError``: ``MirrorError/Kind/invalidName`` for an invalid name or
     ///   the reserved id `~replication`, ``MirrorError/Kind/invalidRecord`` for fields that
-    ///   are not a JSON object, or the replica's failure. Nothing is stored then.
+    ///   are not a JSON object, or the replica's failure. Nothing is stored then; the error
+    ///   says so with ``MirrorError/nothingStored`` where that is known.
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
-        try ZoneState.validate(operations, zone: zone)
-        if let reserved = operations.first(where: { $0.recordID == Self.stateRecordID }) {
-            throw MirrorError(
-                .invalidName, "record id \(Self.stateRecordID) is reserved by ReplicatedDatabase",
-                recordIDs: [reserved.recordID], recordType: zone.recordType, scope: zone.scope)
+        try MirrorError.beforeStoring { () throws(MirrorError) in
+            try ZoneState.validate(operations, zone: zone)
+            if let reserved = operations.first(where: { $0.recordID == Self.stateRecordID }) {
+                throw MirrorError(
+                    .invalidName, "record id \(Self.stateRecordID) is reserved by ReplicatedDatabase",
+                    recordIDs: [reserved.recordID], recordType: zone.recordType, scope: zone.scope)
+            }
         }
         activate(zone)
         guard !operations.isEmpty else {
@@ -209,7 +212,14 @@ public final class ReplicatedDatabase: RecordDatabase {
         for operation in operations { HybridLogicalClock.shared.observe(operation.timestamp) }
         let ids = operations.map(\.recordID)
         for _ in 0..<Self.replicaAttempts {
-            let stored = try await replicaRecords(ids, in: zone)
+            let stored: [String: StoredRecord]
+            do {
+                stored = try await replicaRecords(ids, in: zone)
+            } catch {
+                var failure = error
+                failure.nothingStored = true
+                throw failure
+            }
             var results: [CommitOutcome.Result] = []
             var replicaOperations: [RecordOperation] = []
             var views: [StoredRecord] = []
@@ -364,10 +374,12 @@ public final class ReplicatedDatabase: RecordDatabase {
     }
 
     func busyReplica(_ zone: ZoneID) -> MirrorError {
-        MirrorError(
+        var failure = MirrorError(
             .ioFailure,
             "the replica of zone \(zone) kept changing while it was being updated; try again",
             recordType: zone.recordType, scope: zone.scope)
+        failure.nothingStored = true
+        return failure
     }
 
     // MARK: Conflict settlers
