@@ -17,6 +17,30 @@ import Testing
     typealias Todo = MirrorProcess.Todo
     let zone = ZoneID.public("Todo")
 
+    /// A replica directory and a stand-in server directory, the server switched off.
+    private struct Setup {
+        let replica: TemporaryDirectory
+        let serverDirectory: TemporaryDirectory
+        var marker: String { serverDirectory.path + ".offline" }
+        var workerArguments: [String] { ["--remote", serverDirectory.path] }
+
+        init(_ label: String) throws {
+            replica = try TemporaryDirectory("replica-\(label)")
+            serverDirectory = try TemporaryDirectory("server-\(label)")
+            guard FileManager.default.createFile(atPath: serverDirectory.path + ".offline", contents: nil) else {
+                throw MirrorError(.ioFailure, "cannot switch the stand-in server off")
+            }
+        }
+
+        func switchServerOn() throws { try FileManager.default.removeItem(atPath: marker) }
+
+        func remove() {
+            replica.remove()
+            serverDirectory.remove()
+            try? FileManager.default.removeItem(atPath: marker)
+        }
+    }
+
     private func todos(on server: JSONFileDatabase) async throws -> [Todo] {
         try await server.fetchAll(in: zone).records.map { record in
             try JSONDecoder().decode(Todo.self, from: #require(record.fields))
@@ -24,19 +48,13 @@ import Testing
     }
 
     @Test func offlineEditsSurviveSIGKILLAndReachTheServerWithAnotherWritersChanges() async throws {
-        let replica = try TemporaryDirectory("replica-process")
-        let serverDirectory = try TemporaryDirectory("server")
-        let marker = serverDirectory.path + ".offline"
-        defer {
-            replica.remove()
-            serverDirectory.remove()
-            try? FileManager.default.removeItem(atPath: marker)
-        }
+        let setup = try Setup("process")
+        defer { setup.remove() }
+        let (replica, serverDirectory) = (setup.replica, setup.serverDirectory)
         let server = try JSONFileDatabase(isolatedDirectory: serverDirectory.url)
-        #expect(FileManager.default.createFile(atPath: marker, contents: nil))
 
         // Edits made offline are flushed (durable in the replica), then the process is killed.
-        let first = try await MirrorProcess("A", directory: replica, ["--remote", serverDirectory.path])
+        let first = try await MirrorProcess("A", directory: replica, setup.workerArguments)
         try await first.send("add t1 written offline")
         try await first.send("edit t1 written offline, edited")
         try await first.send("flush")
@@ -44,7 +62,7 @@ import Testing
         #expect(try await first.process.wait(timeout: testTimeout) == .signaled(SIGKILL))
 
         // Reopened, still offline: the edits are there.
-        let second = try await MirrorProcess("B", directory: replica, ["--remote", serverDirectory.path])
+        let second = try await MirrorProcess("B", directory: replica, setup.workerArguments)
         let mine = Todo(id: "t1", title: "written offline, edited")
         #expect(second.records == [mine])
         await #expect(throws: MirrorError.self) { try await second.send("sync") }
@@ -62,7 +80,7 @@ import Testing
         // The server is back: the offline edit meets the other machine's t1 and the default
         // policy (changedKeys) settles it: the title changed on both sides goes to the later
         // writer, the other machine. Both sides agree, and the other record arrives.
-        try FileManager.default.removeItem(atPath: marker)
+        try setup.switchServerOn()
         try await second.send("sync")
         #expect(try await todos(on: server) == [theirT1, theirs])
         try await second.waitForRecords("the settled records") { $0.sorted() == [theirT1, theirs] }
@@ -81,17 +99,11 @@ import Testing
     /// Two processes sharing one replica while the server is away see each other's changes
     /// at once, as over a shared JSON-file database; either sends them when it is back.
     @Test func twoProcessesSharingAReplicaSeeEachOtherOffline() async throws {
-        let replica = try TemporaryDirectory("replica-shared-process")
-        let serverDirectory = try TemporaryDirectory("server-shared")
-        let marker = serverDirectory.path + ".offline"
-        defer {
-            replica.remove()
-            serverDirectory.remove()
-            try? FileManager.default.removeItem(atPath: marker)
-        }
-        #expect(FileManager.default.createFile(atPath: marker, contents: nil))
-        let a = try await MirrorProcess("A", directory: replica, ["--remote", serverDirectory.path])
-        let b = try await MirrorProcess("B", directory: replica, ["--remote", serverDirectory.path])
+        let setup = try Setup("shared-process")
+        defer { setup.remove() }
+        let (replica, serverDirectory) = (setup.replica, setup.serverDirectory)
+        let a = try await MirrorProcess("A", directory: replica, setup.workerArguments)
+        let b = try await MirrorProcess("B", directory: replica, setup.workerArguments)
         try await a.send("add t1 from A")
         try await a.send("flush")
         try await b.waitForRecords("A's record") { $0 == [Todo(id: "t1", title: "from A")] }
@@ -100,7 +112,7 @@ import Testing
         let edited = Todo(id: "t1", title: "from A, edited by B")
         try await a.waitForRecords("B's edit") { $0 == [edited] }
 
-        try FileManager.default.removeItem(atPath: marker)
+        try setup.switchServerOn()
         try await a.send("sync")
         let server = try JSONFileDatabase(isolatedDirectory: serverDirectory.url)
         #expect(try await todos(on: server) == [edited])
