@@ -150,6 +150,24 @@ import Testing
         #expect(writer.problems.contains { $0.message.contains("were appended to it again") })
     }
 
+    /// A zone directory moved away while a database is open: the next commit goes to the
+    /// directory at the zone's path, where every other process looks, and the move is
+    /// reported; before, it went on writing into the moved directory, unseen by others.
+    @Test func aMovedZoneDirectoryIsReportedAndCommitsGoWhereOthersLook() async throws {
+        let directory = try TemporaryDirectory("directory-moved")
+        defer { directory.remove() }
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url)
+        try await db.commit([jsonSave("before", ["v": 1])], to: zone)
+        let zoneDirectory = db.directory(of: zone)
+        try FileManager.default.moveItem(
+            at: zoneDirectory, to: directory.url.appendingPathComponent("moved-away"))
+        try await db.commit([jsonSave("after", ["v": 2])], to: zone)
+        let other = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let stored = try await other.fetchAll(in: zone).records.map(\.id)
+        #expect(stored == ["after"])
+        #expect(db.problems.contains { $0.kind == .ioFailure && $0.message.contains("moved, removed or replaced") })
+    }
+
     /// Opening and dropping databases keeps nothing per database (#11.5): resident memory
     /// and open descriptors stay flat over many cycles, each on a new directory and through a
     /// mirror, in a child process so that nothing else in the test process counts.

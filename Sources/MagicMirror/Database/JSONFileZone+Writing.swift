@@ -138,6 +138,7 @@ extension JSONFileZone {
         disk.withLock { disk in
             do throws(MirrorError) {
                 notifications += try ensureLoaded(&disk)
+                notifications += try followReplacedDirectory(&disk)
                 guard let lockFD = try lockWriters(&disk, mayWait: mayWait) else {
                     busy = true
                     return
@@ -351,6 +352,7 @@ extension JSONFileZone {
     func compact(ifLargerThan threshold: Int?) throws(MirrorError) {
         let notifications = try disk.withLock { disk throws(MirrorError) -> [RemoteNotification] in
             var notifications = try ensureLoaded(&disk)
+            notifications += try followReplacedDirectory(&disk)
             guard let lockFD = try lockWriters(&disk, mayWait: true) else { return notifications }
             defer { FileLock.unlock(lockFD) }
             notifications += try synchronize(&disk, underLock: true)

@@ -283,6 +283,42 @@ final class JSONFileZone: Sendable {
         return disk.lockFD
     }
 
+    /// Whether the zone directory this engine holds open is no longer the one at its path:
+    /// another program moved, removed or replaced it.
+    private func directoryReplaced(_ disk: Disk) -> Bool {
+        guard disk.directoryFD >= 0, let held = JSONFileIO.info(disk.directoryFD) else { return false }
+        var status = stat()
+        guard lstat(directoryPath, &status) == 0 else { return true }
+        return UInt64(status.st_ino) != held.inode || UInt64(status.st_dev) != held.device
+    }
+
+    /// Before a write: when another program moved or replaced the zone directory, reports
+    /// it and switches to the directory now at the zone's path (created if missing), so the
+    /// write lands where every other process looks. What the moved directory holds stays
+    /// there, unread.
+    ///
+    /// - Returns: Notifications for the differences between the two directories.
+    func followReplacedDirectory(_ disk: inout Disk) throws(MirrorError) -> [RemoteNotification] {
+        guard disk.loaded, directoryReplaced(disk) else { return [] }
+        for fd in [disk.directoryFD, disk.lockFD, disk.snapshotFD, disk.journalFD] where fd >= 0 { close(fd) }
+        disk.directoryFD = -1
+        disk.lockFD = -1
+        disk.snapshotFD = -1
+        disk.snapshot = nil
+        disk.journalFD = -1
+        disk.mustTruncateTo = nil
+        context.problems.report(
+            located(MirrorError(
+                .ioFailure,
+                "the zone directory \(directoryPath) was moved, removed or replaced by another program while "
+                    + "the database was open; it now uses the directory at that path, and what the moved "
+                    + "directory holds is no longer read",
+                file: directoryPath)),
+            key: "directory replaced \(directoryPath) \(UUID().uuidString)")
+        disk.directoryFD = try openDirectory()
+        return try reload(&disk, underLock: false)
+    }
+
     func openError(_ failure: FileSystem.Failure, _ name: String) -> MirrorError {
         if failure.code == ELOOP {
             return MirrorError(
