@@ -183,11 +183,7 @@ extension Mirror {
 
     /// A ``MirrorError`` for anything a database threw, with the mirror's context.
     func mirrorError(_ error: any Error, while activity: String) -> MirrorError {
-        let mirrorError = (error as? MirrorError)
-            ?? (error is CancellationError
-                ? MirrorError(.cancelled, "\(activity) was cancelled", underlying: error)
-                : MirrorError(.ioFailure, "\(activity) failed: \(error)", underlying: error))
-        return mirrorError.adding(recordType: zone.recordType, scope: zone.scope)
+        MirrorError.wrapping(error, activity).adding(recordType: zone.recordType, scope: zone.scope)
     }
 
     func encodingError(_ recordID: String, _ error: any Error) -> MirrorError {

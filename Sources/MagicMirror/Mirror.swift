@@ -182,6 +182,7 @@ public final class Mirror<Record: Recordable>: Sendable {
         deliver(effects)
         startWorkers()
         followUserSession()
+        offerConflictSettling()
     }
 
     /// Makes the heir of a mirror that switched users: a mirror that takes over the changes

@@ -9,13 +9,16 @@ import Synchronization
 ///
 /// ```
 /// mirror-worker mirror --db DIR [--user NAME | --private] [--compaction-threshold BYTES]
-///                      [--polling] [--relaxed]
+///                      [--polling] [--relaxed] [--remote DIR]
 /// ```
 ///
 /// - `--user NAME`: the private zone of `NAME`; `--private`: the private zone of
 ///   `UserSession.shared`'s current user, followed across `switch-user`. Default: public.
 /// - `--compaction-threshold`, `--relaxed`: see `JSONFileDatabase.Options`; `--polling`
 ///   notices other processes by polling instead of file-system events.
+/// - `--remote DIR`: `--db` is the replica of a `ReplicatedDatabase` whose remote is the
+///   JSON-file database in `DIR`, a stand-in for a server that is unreachable while the file
+///   `DIR.offline` exists (see `SwitchableRemote`).
 ///
 /// Output, one line each, written whole:
 /// - `ready <writerID> <identifier>` once the mirror is loaded;
@@ -27,7 +30,7 @@ import Synchronization
 /// - `error <message>` for a command that failed.
 ///
 /// Commands: `add <id> <title…>`, `edit <id> <title…>`, `delete <id>`, `flush`, `compact`,
-/// `switch-user <name>`, `quit`. The worker exits at `quit` or at the end of its input.
+/// `switch-user <name>`, `sync` (with `--remote`: `ReplicatedDatabase.synchronize()`), `quit`. The worker exits at `quit` or at the end of its input.
 enum MirrorCommand {
     /// The record the worker mirrors.
     struct Todo: Recordable {
@@ -39,7 +42,7 @@ enum MirrorCommand {
         let options = try WorkerOptions(
             arguments, flags: ["private", "polling", "relaxed"],
             usage: "mirror-worker mirror --db DIR [--user NAME | --private] [--compaction-threshold BYTES] "
-                + "[--polling] [--relaxed]")
+                + "[--polling] [--relaxed] [--remote DIR]")
         let directory = try options.required("db")
         var databaseOptions = JSONFileDatabase.Options()
         if options.flag("relaxed") { databaseOptions.durability = .relaxed }
@@ -49,7 +52,14 @@ enum MirrorCommand {
         }
         databaseOptions.compactionThreshold = try options.int(
             "compaction-threshold", default: databaseOptions.compactionThreshold)
-        let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory), options: databaseOptions)
+        let files = try JSONFileDatabase(directory: URL(fileURLWithPath: directory), options: databaseOptions)
+        let database: any RecordDatabase = try options.string("remote").map { remote in
+            ReplicatedDatabase(
+                local: files,
+                remote: try SwitchableRemote(
+                    directory: URL(fileURLWithPath: remote), offlineMarker: remote + ".offline"),
+                retryDelay: .milliseconds(20), maximumRetryDelay: .milliseconds(200))
+        } ?? files
         let isPrivate = options.flag("private") || options.string("user") != nil
         let mirror = try await Mirror<Todo>(
             database: database, scope: isPrivate ? .private : .public, user: options.string("user"))
@@ -78,7 +88,10 @@ enum MirrorCommand {
                     try await mirror.flush()
                     output.write("flushed \(DispatchTime.now().uptimeNanoseconds)")
                 case "compact":
-                    try await database.compact(mirror.zone)
+                    try await files.compact(mirror.zone)
+                case "sync":
+                    guard let replicated = database as? ReplicatedDatabase else { throw usage("sync needs --remote") }
+                    try await replicated.synchronize()
                 case "switch-user" where words.count == 2:
                     UserSession.shared.switchUser(to: try UserRecord(name: words[1]))
                 case "quit":
