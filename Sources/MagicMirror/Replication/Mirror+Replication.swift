@@ -19,7 +19,7 @@ extension Mirror {
         let value: Record?
         if let fields = conflict.localFields {
             do {
-                value = try decoder.decode(Record.self, from: fields)
+                value = try schema.decode(fields)
             } catch {
                 return .hold(MirrorError(
                     .decodingFailed,
