@@ -337,16 +337,18 @@ final class JSONFileZoneWatcher: Sendable {
     /// arrive out of order when subscriptions start and end on several threads at once, so
     /// it looks at the subscriptions themselves, under its lock.
     func zoneActivityChanged(_ zone: ZoneID) {
-        let started = state.withLock { state -> JSONFileEngine? in
-            guard !state.isStopped, let engine = state.engine else { return nil }
+        // The engine leaves the lock in the result, also when no watch starts: if this is its
+        // last reference, its deinit stops this watcher, which takes the lock again.
+        let (engine, started) = state.withLock { state -> (JSONFileEngine?, Bool) in
+            guard !state.isStopped, let engine = state.engine else { return (nil, false) }
             let directory = engine.directoryPath(of: zone)
             let active = engine.context.subscribers.zones.contains(zone)
             let watched = state.zonesByDirectory[directory] != nil
-            if active == watched { return nil }
+            if active == watched { return (engine, false) }
             if !active {
                 state.zonesByDirectory[directory] = nil
                 watcher.remove(directory)
-                return nil
+                return (engine, false)
             }
             do throws(MirrorError) {
                 try watcher.add(directory)
@@ -364,12 +366,12 @@ final class JSONFileZoneWatcher: Sendable {
                             underlying: error),
                         key: key)
                 }
-                return nil
+                return (engine, false)
             }
-            return engine
+            return (engine, true)
         }
         // What was committed between the subscriber's load and the start of the watch.
-        started?.catchUp(zone)
+        if started { engine?.catchUp(zone) }
     }
 
     /// Something in a watched directory changed: catch its zone up. On the watcher's queue.
