@@ -64,12 +64,14 @@ import Testing
                         }
                         if run { try interfere() }
                     }
-                    var run = false
-                    pacing.update { pacing in
-                        pacing.finished[index] = true
-                        run = pacing.take()
+                    pacing.update { $0.finished[index] = true }
+                    // Replacements still due (the other writer may have finished first).
+                    while true {
+                        var run = false
+                        pacing.update { run = $0.take() }
+                        guard run else { break }
+                        try interfere()
                     }
-                    if run { try interfere() }
                     return ids
                 }
             }
