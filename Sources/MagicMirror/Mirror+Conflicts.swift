@@ -107,8 +107,10 @@ extension Mirror {
         }
     }
 
-    private func keepStored(_ current: StoredRecord) -> Resolution {
-        guard let fields = current.fields else { return .keepStored(current, decoded: nil, problem: nil) }
+    /// Drops the local change and shows `current` (decoded here, outside the lock), or no
+    /// record when it is `nil` or deleted.
+    func keepStored(_ current: StoredRecord?) -> Resolution {
+        guard let fields = current?.fields else { return .keepStored(current, decoded: nil, problem: nil) }
         do {
             return .keepStored(current, decoded: try schema.decode(fields), problem: nil)
         } catch {

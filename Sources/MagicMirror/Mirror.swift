@@ -375,19 +375,10 @@ public final class Mirror<Record: Recordable>: Sendable {
     @discardableResult
     public func discardPendingChange(recordID: String) -> Bool {
         guard let taken = core.withLock({ $0.discardable(recordID) }) else { return false }
-        // Decoded outside the lock, like every stored record.
-        var decoded: Record?
-        var problem: (any Error)?
-        if let current = taken.current, let fields = current.fields {
-            do {
-                decoded = try schema.decode(fields)
-            } catch {
-                problem = error
-            }
-        }
+        let stored = keepStored(taken.current)
         registrar.willSet(self, keyPath: \.dataModel)
         let (dropped, effects) = core.withLock { state in
-            (state.discard(taken, decoded: decoded, problem: problem), state.drain(owner: self))
+            (state.discard(taken, showing: stored), state.drain(owner: self))
         }
         registrar.didSet(self, keyPath: \.dataModel)
         deliver(effects)

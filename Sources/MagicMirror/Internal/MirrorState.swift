@@ -573,15 +573,15 @@ struct MirrorState<Record: Recordable> {
     }
 
     /// Drops a waiting change taken by ``discardable(_:)`` and shows the stored record
-    /// (`decoded`), unless the record changed since.
+    /// (`stored`, a `keepStored` resolution), unless the record changed since.
     ///
     /// - Returns: Whether it was dropped.
-    mutating func discard(_ taken: Conflict, decoded: Record?, problem: (any Error)?) -> Bool {
+    mutating func discard(_ taken: Conflict, showing stored: Resolution) -> Bool {
         let id = taken.entry.recordID
         guard inFlight[id] == nil, let entry = pending[id], entry.lastSequence == taken.entry.lastSequence else {
             return false
         }
-        apply(.keepStored(taken.current, decoded: decoded, problem: problem), to: taken)
+        apply(stored, to: taken)
         // An earlier attempt may have been stored after all: read the zone again to show it.
         if !entry.earlierTimestamps.isEmpty { pullAgain = true }
         return true
