@@ -3,66 +3,74 @@ import Observation
 import Synchronization
 
 // A private mirror opened without a user follows a UserSession: on a user switch it moves
-// to the new user's zone at once, and hands the old user's uncommitted changes to an
-// "heir", a mirror of the old zone that commits them there.
+// to the new user's zone at once, and hands the old user's uncommitted changes to a
+// "finisher", a mirror of the old zone that commits them there.
 
 /// What a ``Mirror`` needs to follow a ``UserSession``: the session, its observer, and the
-/// heirs that commit the changes of users the mirror switched away from.
+/// mirrors that finish committing the changes of users the mirror switched away from.
 final class MirrorAccountLink<Record: Recordable>: Sendable {
+    private struct State {
+        var observer: SessionObserver?
+        /// The mirrors finishing the commits of earlier zones, by the number of user switches
+        /// before those zones; kept until they have nothing left to commit.
+        var finishers: [Int: Mirror<Record>] = [:]
+    }
+
     /// The session followed, or `nil` when the mirror holds one zone for good.
     let session: UserSession?
-    private let observer = Mutex<SessionObserver?>(nil)
-    /// Held while a switch is applied, so that switches apply one at a time.
+    /// Held while a switch is applied, so that switches apply one at a time. Taken before
+    /// ``state``.
     let switching = Mutex(())
-    /// The mirrors committing the changes of earlier zones, by the epoch of those changes;
-    /// kept until they have nothing left to commit.
-    private let heirs = Mutex<[Int: Mirror<Record>]>([:])
+    private let state = Mutex(State())
 
     init(following session: UserSession?) {
         self.session = session
     }
 
     deinit {
-        if let session, let observer = observer.withLock({ $0 }) {
+        if let session, let observer = state.withLock({ $0.observer }) {
             session.notificationCenter.removeObserver(observer.token)
         }
     }
 
     /// Keeps the observer of the session's notifications until deallocated.
     func keep(_ token: SessionObserver) {
-        observer.withLock { $0 = token }
+        state.withLock { $0.observer = token }
     }
 
-    /// The heir holding the changes of `epoch`, if any.
-    func heir(of epoch: Int) -> Mirror<Record>? {
-        heirs.withLock { $0[epoch] }
+    /// The mirror finishing the changes made after `zoneSwitches` user switches, if any.
+    func finisher(after zoneSwitches: Int) -> Mirror<Record>? {
+        state.withLock { $0.finishers[zoneSwitches] }
     }
 
-    /// Records `heir` as the holder of the changes of `epoch` in `heirs` (inside
-    /// ``withHeirsLocked(_:)``), and forgets the heirs that committed everything.
-    fileprivate func add(_ heir: Mirror<Record>, for epoch: Int, to heirs: inout [Int: Mirror<Record>]) {
-        heirs = heirs.filter { $0.value.hasPendingChanges }
-        heirs[epoch] = heir
+    /// Runs `body` with the finishers locked, so that a commit outcome that finds the
+    /// mirror's engine moved to a new zone also finds the finisher of the old one. `body`
+    /// records a new finisher with `add`, which also forgets those that committed
+    /// everything.
+    fileprivate func withFinishersLocked<Result>(
+        _ body: (_ add: (Mirror<Record>, Int) -> Void) -> Result
+    ) -> Result {
+        state.withLock { state in
+            body { finisher, zoneSwitches in
+                state.finishers = state.finishers.filter { $0.value.hasPendingChanges }
+                state.finishers[zoneSwitches] = finisher
+            }
+        }
     }
 
-    /// Runs `body` with the heirs locked, so that a commit outcome that finds the mirror's
-    /// state moved to a new zone also finds the heir of the old one.
-    fileprivate func withHeirsLocked<Result>(_ body: (inout [Int: Mirror<Record>]) -> Result) -> Result {
-        heirs.withLock { body(&$0) }
-    }
-
-    /// Cancels the flush numbered `number` if an heir holds it.
+    /// Cancels the flush numbered `number` if a finisher holds it.
     func cancelFlushWaiter(_ number: Int) {
-        for heir in heirs.withLock({ Array($0.values) }) where heir.core.withLock({ $0.cancelFlushWaiter(number) }) {
+        for finisher in state.withLock({ Array($0.finishers.values) })
+        where finisher.core.withLock({ $0.cancelFlushWaiter(number) }) {
             return
         }
     }
 
-    /// The heirs with changes still to commit (``Mirror/flush()`` waits for them too).
-    func unfinishedHeirs() -> [Mirror<Record>] {
-        heirs.withLock { heirs in
-            heirs = heirs.filter { $0.value.hasPendingChanges }
-            return heirs.sorted { $0.key < $1.key }.map(\.value)
+    /// The finishers with changes still to commit (``Mirror/flush()`` waits for them too).
+    func unfinishedFinishers() -> [Mirror<Record>] {
+        state.withLock { state in
+            state.finishers = state.finishers.filter { $0.value.hasPendingChanges }
+            return state.finishers.sorted { $0.key < $1.key }.map(\.value)
         }
     }
 }
@@ -108,28 +116,26 @@ extension Mirror {
             // Join the new zone's hub first, so that nothing committed to it from now on is
             // missed. If that fails, the switch still happens (the old user's records must
             // not stay on show); the error is reported and pulls still load the zone.
-            var newMembership: ZoneHubMembership?
+            var newMembership: ZoneSubscriptionMembership?
             var joinError: MirrorError?
             do {
-                newMembership = try ZoneHub.join(self, database: database, zone: newZone)
+                newMembership = try ZoneSubscriptions.join(self, database: database, zone: newZone)
             } catch {
-                joinError = mirrorError(error, while: "subscribing to \(newZone)")
+                joinError = mirrorError(error, while: "subscribing to \(newZone)", in: newZone)
             }
             registrar.willSet(self, keyPath: \.dataModel)
-            account.withHeirsLocked { heirs in
-                let old = core.withLock { state -> MirrorState<Record> in
-                    let old = state.startOver(in: newZone)
-                    if let joinError { state.report(joinError) }
-                    return old
+            let oldMembership = account.withFinishersLocked { add in
+                let (old, left) = core.withLock { engine -> (SyncEngine<Record>, ZoneSubscriptionMembership?) in
+                    let left = engine.subscription
+                    let old = engine.startOver(in: newZone)
+                    engine.subscription = newMembership
+                    if let joinError { engine.report(joinError) }
+                    return (old, left)
                 }
-                currentZone.withLock { $0 = newZone }
-                if old.hasPendingChanges {
-                    account.add(Mirror(heirOf: self, state: old), for: old.epoch, to: &heirs)
+                if !old.queue.isEmpty {
+                    add(Mirror(finishing: old, of: self), old.zoneSwitches)
                 }
-            }
-            let oldMembership = membership.withLock { membership in
-                defer { membership = newMembership }
-                return membership
+                return left
             }
             oldMembership?.leave()
             let effects = core.withLock { $0.drain(owner: self) }

@@ -4,11 +4,11 @@ import Foundation
 // Runs on the background task, outside the mirror's lock (a custom policy is user code).
 
 extension Mirror {
-    typealias Resolution = MirrorState<Record>.Resolution
+    typealias Resolution = SyncEngine<Record>.Resolution
 
     /// Decides what to do with a local change whose commit conflicted.
     func resolve(
-        _ conflict: MirrorState<Record>.Conflict, policy: ConflictPolicy<Record>, writerID: String
+        _ conflict: SyncEngine<Record>.Conflict, policy: ConflictPolicy<Record>, writerID: String, in zone: ZoneID
     ) -> Resolution {
         let entry = conflict.entry
         let current = conflict.current
@@ -17,7 +17,7 @@ extension Mirror {
         // storing it): base the change on it, without merging.
         if let current, current.writer == writerID, entry.earlierTimestamps.contains(current.modified) {
             guard let value = entry.value else { return .delete(base: current) }
-            return save(value, fields: entry.resolvedFields, base: current, recordID: entry.recordID)
+            return save(value, fields: entry.resolvedFields, base: current, recordID: entry.recordID, in: zone)
         }
 
         guard let local = entry.value else {
@@ -30,7 +30,7 @@ extension Mirror {
             // Deleted elsewhere. A record this mirror created anew is created again; an
             // edit of a deleted record loses (a delete wins).
             if entry.isCreation {
-                return save(local, fields: entry.resolvedFields, base: current, recordID: entry.recordID)
+                return save(local, fields: entry.resolvedFields, base: current, recordID: entry.recordID, in: zone)
             }
             return .keepStored(current, decoded: nil, problem: nil)
         }
@@ -42,7 +42,7 @@ extension Mirror {
         do {
             localFields = try entry.resolvedFields ?? schema.fields(for: local, over: entry.base?.fields)
         } catch {
-            return .hold(encodingError(entry.recordID, error))
+            return .hold(encodingError(entry.recordID, error, in: zone))
         }
         let remoteCurrent = (try? schema.migrate(remoteFields)) ?? remoteFields
         let localIsLater = (entry.timestamp, writerID) > (current.modified, current.writer)
@@ -56,7 +56,7 @@ extension Mirror {
             if let resolved = entry.resolvedFields {
                 return .save(fields: schema.fields(resolved, over: remoteFields), value: local, base: current)
             }
-            return save(local, fields: nil, base: current, recordID: entry.recordID)
+            return save(local, fields: nil, base: current, recordID: entry.recordID, in: zone)
         case .changedKeys:
             let baseFields = entry.base.flatMap(\.fields).map { (try? schema.migrate($0)) ?? $0 }
             if let merged = JSONFieldMerge.merge(
@@ -94,16 +94,16 @@ extension Mirror {
                     recordIDs: [entry.recordID], recordType: zone.recordType, scope: zone.scope))
             }
             if chosen == remote { return .keepStored(current, decoded: remote, problem: nil) }
-            return save(chosen, fields: nil, base: current, recordID: entry.recordID)
+            return save(chosen, fields: nil, base: current, recordID: entry.recordID, in: zone)
         }
     }
 
-    private func save(_ value: Record, fields: Data?, base: StoredRecord?, recordID: String) -> Resolution {
+    private func save(_ value: Record, fields: Data?, base: StoredRecord?, recordID: String, in zone: ZoneID) -> Resolution {
         do {
             // Over the stored record: the fields the type does not know stay.
             return .save(fields: try fields ?? schema.fields(for: value, over: base?.fields), value: value, base: base)
         } catch {
-            return .hold(encodingError(recordID, error))
+            return .hold(encodingError(recordID, error, in: zone))
         }
     }
 

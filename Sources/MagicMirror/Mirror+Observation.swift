@@ -29,13 +29,13 @@ extension Mirror {
     /// ```
     public var changes: AsyncStream<MirrorChange<Record>> {
         let (stream, continuation) = AsyncStream.makeStream(of: MirrorChange<Record>.self)
-        let number = core.withLock { $0.makeDeliveryNumber() }
+        let number = core.withLock { $0.delivery.makeNumber() }
         continuation.onTermination = { [weak self] _ in
             guard let core = self?.core else { return }
             // Not on this thread: see `Mirror.runOnAnotherThread(_:)`.
-            Mirror.runOnAnotherThread { core.withLock { $0.removeChangeStream(number) } }
+            Mirror.runOnAnotherThread { core.withLock { $0.delivery.removeChangeStream(number) } }
         }
-        core.withLock { $0.addChangeStream(number, continuation) }
+        core.withLock { $0.delivery.addChangeStream(number, continuation) }
         return stream
     }
 
@@ -45,12 +45,12 @@ extension Mirror {
     /// ``lastError``. Each access returns a new sequence.
     public var errors: AsyncStream<MirrorError> {
         let (stream, continuation) = AsyncStream.makeStream(of: MirrorError.self)
-        let number = core.withLock { $0.makeDeliveryNumber() }
+        let number = core.withLock { $0.delivery.makeNumber() }
         continuation.onTermination = { [weak self] _ in
             guard let core = self?.core else { return }
-            Mirror.runOnAnotherThread { core.withLock { $0.removeErrorStream(number) } }
+            Mirror.runOnAnotherThread { core.withLock { $0.delivery.removeErrorStream(number) } }
         }
-        core.withLock { $0.addErrorStream(number, continuation) }
+        core.withLock { $0.delivery.addErrorStream(number, continuation) }
         return stream
     }
 
@@ -81,13 +81,13 @@ extension Mirror {
     /// - Returns: Keep it as long as you want calls.
     public func observe(_ handler: @escaping @Sendable ([Record]) -> Void) -> MirrorCancellable {
         let wakeup = Wakeup()
-        let (number, first) = core.withLock { state in
-            let number = state.makeDeliveryNumber()
-            state.addObserver(number, wakeup)
-            return (number, state.isClosed ? nil : state.array.array)
+        let (number, first) = core.withLock { engine in
+            let number = engine.delivery.makeNumber()
+            engine.delivery.addObserver(number, wakeup)
+            return (number, engine.delivery.isClosed ? nil : engine.records.array.array)
         }
         guard let first else {
-            core.withLock { $0.removeObserver(number) }
+            core.withLock { $0.delivery.removeObserver(number) }
             return MirrorCancellable {}
         }
         // Before the task starts, so that calls never overlap.
@@ -107,7 +107,7 @@ extension Mirror {
         }
         return MirrorCancellable { [weak self] in
             task.cancel()
-            self?.core.withLock { $0.removeObserver(number) }
+            self?.core.withLock { $0.delivery.removeObserver(number) }
         }
     }
 
@@ -122,19 +122,19 @@ extension Mirror {
     /// follows each is a step.
     ///
     /// - Returns: Cancel it (or let it go) to stop the calls.
-    package func observeState(_ handler: @escaping @Sendable () -> Void) -> MirrorCancellable {
-        let number = core.withLock { state in
-            let number = state.makeDeliveryNumber()
-            state.addStateObserver(number, handler)
+    @_spi(Testing) public func observeState(_ handler: @escaping @Sendable () -> Void) -> MirrorCancellable {
+        let number = core.withLock { engine in
+            let number = engine.delivery.makeNumber()
+            engine.delivery.addStateObserver(number, handler)
             return number
         }
         return MirrorCancellable { [weak self] in
-            self?.core.withLock { $0.removeStateObserver(number) }
+            self?.core.withLock { $0.delivery.removeStateObserver(number) }
         }
     }
 
     private func currentRecords() -> [Record]? {
-        core.withLock { $0.isClosed ? nil : $0.array.array }
+        core.withLock { $0.delivery.isClosed ? nil : $0.records.array.array }
     }
 }
 

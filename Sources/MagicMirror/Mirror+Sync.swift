@@ -2,9 +2,9 @@ import Foundation
 import Observation
 import Synchronization
 
-// The background task: pulls remote changes, commits local ones, retries.
+// The background tasks: one pulls remote changes, the other commits local ones, retrying.
 
-extension Mirror: ZoneHubMember {
+extension Mirror: ZoneSubscriber {
     func zoneChanged(upTo token: ChangeToken) {
         if core.withLock({ $0.hint(token) }) { pullWakeup.signal() }
     }
@@ -15,7 +15,7 @@ extension Mirror {
     /// ones, so that a slow commit does not hold back remote changes. Each runs its steps one
     /// at a time, holds the mirror weakly except while it works, and ends with the mirror.
     /// (While changes wait to be committed, the mirror holds itself; see
-    /// `MirrorState.drain(owner:)`.)
+    /// `SyncEngine.drain(owner:)`.)
     func startWorkers() {
         let pullWakeup = self.pullWakeup
         let commitWakeup = self.commitWakeup
@@ -31,7 +31,7 @@ extension Mirror {
                 await commitWakeup.wait(until: deadline)
             }
         }
-        workers.withLock { $0 = [puller, committer] }
+        core.withLock { $0.workers = [puller, committer] }
     }
 
     /// Runs steps until there is nothing to do. Returns when to look again (`.some(nil)`:
@@ -40,34 +40,32 @@ extension Mirror {
     private static func work(_ mirror: Mirror?, pulling: Bool) async -> ContinuousClock.Instant?? {
         guard let mirror else { return nil }
         while !Task.isCancelled {
-            let step = mirror.core.withLock { state in
-                pulling ? state.nextPull(now: .now) : state.nextCommit(now: .now)
-            }
-            switch step {
-            case .work where pulling:
-                await mirror.pull()
-            case .work:
-                await mirror.commitNextBatch()
-            case .wait(let deadline):
-                return .some(deadline)
+            if pulling {
+                switch mirror.core.withLock({ $0.nextPull(now: .now) }) {
+                case .pull(let start): await mirror.pull(start)
+                case .wait(let deadline): return .some(deadline)
+                }
+            } else {
+                switch mirror.core.withLock({ $0.nextBatch(now: .now) }) {
+                case .send(let batch): await mirror.commit(batch)
+                case .wait(let deadline): return .some(deadline)
+                }
             }
         }
         return nil
     }
 
-    /// Pulls the changes since the mirror's token and applies them.
-    func pull() async {
-        let since = core.withLock { $0.beginPull() }
+    /// Pulls the changes since the token `start` holds and applies them.
+    func pull(_ start: SyncEngine<Record>.PullStart) async {
         let set: ChangeSet
         do {
-            set = try await database.changes(in: since.zone, since: since.token)
+            set = try await database.changes(in: start.zone, since: start.token)
         } catch {
-            let effects = core.withLock { state in
+            let failure = mirrorError(error, while: "reading changes", in: start.zone)
+            let effects = core.withLock { engine in
                 // After a user switch, the failure of a pull of the old zone does not matter.
-                if state.epoch == since.epoch {
-                    state.pullFailed(mirrorError(error, while: "reading changes"), now: .now)
-                }
-                return state.drain(owner: self)
+                if engine.zoneSwitches == start.zoneSwitches { engine.pullFailed(failure, now: .now) }
+                return engine.drain(owner: self)
             }
             deliver(effects)
             return
@@ -76,28 +74,26 @@ extension Mirror {
         let decoded = schema.decode(needDecoding)
         let mayChangeArray = set.isComplete || !needDecoding.isEmpty || set.records.contains(where: \.isDeleted)
         if mayChangeArray { registrar.willSet(self, keyPath: \.dataModel) }
-        let effects = core.withLock { state in
-            state.applyPull(set, since: since, decoded: decoded)
-            return state.drain(owner: self)
+        let effects = core.withLock { engine in
+            engine.applyPull(set, since: start, decoded: decoded)
+            return engine.drain(owner: self)
         }
         if mayChangeArray { registrar.didSet(self, keyPath: \.dataModel) }
         deliver(effects)
     }
 
-    /// Commits the next batch of pending changes and handles the outcome.
+    /// Commits a batch of pending changes and handles the outcome.
     ///
-    /// The outcome is applied to the state the batch was taken from: after a user switch
-    /// made while the commit ran, that is the state of the old user's zone, which the
-    /// mirror's heir for that zone holds (see ``settle(_:_:)``).
-    func commitNextBatch() async {
-        let (batch, zone, epoch) = core.withLock { state in (state.takeBatch(now: .now), state.zone, state.epoch) }
-        guard !batch.isEmpty else { return }
+    /// The outcome is applied to the engine the batch was taken from: after a user switch
+    /// made while the commit ran, that is the engine of the old user's zone, which the
+    /// mirror finishing that zone's commits holds (see ``withEngine(after:_:)``).
+    func commit(_ batch: SyncEngine<Record>.Batch) async {
         var operations: [RecordOperation] = []
         var sent: [PendingEntry<Record>] = []
         var unencodable: [(PendingEntry<Record>, MirrorError)] = []
-        operations.reserveCapacity(batch.count)
-        sent.reserveCapacity(batch.count)
-        for entry in batch {
+        operations.reserveCapacity(batch.entries.count)
+        sent.reserveCapacity(batch.entries.count)
+        for entry in batch.entries {
             if let value = entry.value {
                 let fields: Data
                 if let resolved = entry.resolvedFields {
@@ -106,7 +102,7 @@ extension Mirror {
                     do {
                         fields = try schema.fields(for: value, over: entry.base?.fields)
                     } catch {
-                        unencodable.append((entry, encodingError(entry.recordID, error)))
+                        unencodable.append((entry, encodingError(entry.recordID, error, in: batch.zone)))
                         continue
                     }
                 }
@@ -118,75 +114,81 @@ extension Mirror {
             sent.append(entry)
         }
         if !unencodable.isEmpty {
-            settle(epoch) { state in state.encodingFailed(unencodable) }
+            withEngine(after: batch.zoneSwitches) { engine in engine.encodingFailed(unencodable) }
         }
         guard !sent.isEmpty else { return }
         let outcome: CommitOutcome
         do {
-            outcome = try await database.commit(operations, to: zone)
+            outcome = try await database.commit(operations, to: batch.zone)
         } catch {
             let blamed = (error as? MirrorError)?.recordIDs ?? []
-            let failure = mirrorError(error, while: "committing").adding(recordIDs: sent.map(\.recordID))
-            settle(epoch) { state in state.commitFailed(sent, error: failure, blamed: blamed, now: .now) }
-            return
-        }
-        if outcome.isApplied {
-            if let owner = settle(epoch, { state in state.commitApplied(sent, outcome: outcome) })?.owner {
-                owner.membership.withLock { $0 }?.notifySiblings(upTo: outcome.token)
-                owner.pullWakeup.signal()
+            let failure = mirrorError(error, while: "committing", in: batch.zone).adding(recordIDs: sent.map(\.recordID))
+            withEngine(after: batch.zoneSwitches) { engine in
+                engine.commitFailed(sent, error: failure, blamed: blamed, now: .now)
             }
             return
         }
-        guard let (owner, taken) = settle(epoch, { state in
-            (state.commitConflicted(sent, outcome: outcome), state.policy, state.writerID)
+        if outcome.isApplied {
+            guard let (owner, applied) = withEngine(after: batch.zoneSwitches, { engine in
+                (engine.commitApplied(sent, outcome: outcome), engine.subscription)
+            }) else { return }
+            let (pullDue, subscription) = applied
+            if pullDue { owner.pullWakeup.signal() }
+            // Wakes the zone's other mirrors in this process (this one is up to date).
+            subscription?.committed(upTo: outcome.token)
+            return
+        }
+        guard let (owner, taken) = withEngine(after: batch.zoneSwitches, { engine in
+            (engine.commitConflicted(sent, outcome: outcome), engine.policy, engine.writerID)
         }) else { return }
         let (conflicts, policy, writerID) = taken
-        let resolutions = conflicts.map { owner.resolve($0, policy: policy, writerID: writerID) }
+        let resolutions = conflicts.map { owner.resolve($0, policy: policy, writerID: writerID, in: batch.zone) }
         owner.registrar.willSet(owner, keyPath: \.dataModel)
-        // A user switch made meanwhile leaves the conflicts in the old zone's state (taken
-        // back and queued there): `apply` then finds no matching entry here, and the heir's
-        // next commit meets them again and resolves them.
-        let effects = owner.core.withLock { state in
-            for (conflict, resolution) in zip(conflicts, resolutions) { state.apply(resolution, to: conflict) }
-            return state.drain(owner: owner)
+        // A user switch made meanwhile leaves the conflicts in the old zone's engine (taken
+        // back and queued there): `apply` then finds no matching entry here, and the next
+        // commit of the mirror finishing that zone meets them again and resolves them.
+        let effects = owner.core.withLock { engine in
+            for (conflict, resolution) in zip(conflicts, resolutions) { engine.apply(resolution, to: conflict) }
+            return engine.drain(owner: owner)
         }
         owner.registrar.didSet(owner, keyPath: \.dataModel)
         owner.deliver(effects)
     }
 
-    /// Runs `body` on the state the changes of `epoch` belong to, and delivers the effects.
+    /// Runs `body` on the engine the changes made after `zoneSwitches` user switches belong
+    /// to, and delivers the effects.
     ///
-    /// That is this mirror's state, unless the mirror switched users since: then it is the
-    /// state of the old user's zone, held by the heir the switch made for it (whose
-    /// committing task is then woken).
+    /// That is this mirror's engine, unless the mirror switched users since: then it is the
+    /// engine of the old user's zone, held by the mirror the switch made to finish its
+    /// commits (whose committing task is then woken).
     ///
-    /// - Returns: The mirror whose state it was and what `body` returned, or `nil` when no
-    ///   state holds the changes of `epoch` any more.
+    /// - Returns: The mirror whose engine it was and what `body` returned, or `nil` when no
+    ///   engine holds those changes any more.
     @discardableResult
-    func settle<Result>(
-        _ epoch: Int, _ body: (inout MirrorState<Record>) -> Result
+    func withEngine<Result>(
+        after zoneSwitches: Int, _ body: (inout SyncEngine<Record>) -> Result
     ) -> (owner: Mirror<Record>, result: Result)? {
-        let settled = core.withLock { state -> (Result, MirrorState<Record>.Effects)? in
-            guard state.epoch == epoch else { return nil }
-            let result = body(&state)
-            return (result, state.drain(owner: self))
+        let done = core.withLock { engine -> (Result, SyncEngine<Record>.Effects)? in
+            guard engine.zoneSwitches == zoneSwitches else { return nil }
+            let result = body(&engine)
+            return (result, engine.drain(owner: self))
         }
-        if let (result, effects) = settled {
+        if let (result, effects) = done {
             deliver(effects)
             return (self, result)
         }
-        guard let heir = account.heir(of: epoch), heir !== self else { return nil }
-        let result = heir.settle(epoch, body)
-        heir.commitWakeup.signal()
+        guard let finisher = account.finisher(after: zoneSwitches), finisher !== self else { return nil }
+        let result = finisher.withEngine(after: zoneSwitches, body)
+        finisher.commitWakeup.signal()
         return result
     }
 
     /// A ``MirrorError`` for anything a database threw, with the mirror's context.
-    func mirrorError(_ error: any Error, while activity: String) -> MirrorError {
+    func mirrorError(_ error: any Error, while activity: String, in zone: ZoneID) -> MirrorError {
         MirrorError.wrapping(error, activity).adding(recordType: zone.recordType, scope: zone.scope)
     }
 
-    func encodingError(_ recordID: String, _ error: any Error) -> MirrorError {
+    func encodingError(_ recordID: String, _ error: any Error, in zone: ZoneID) -> MirrorError {
         MirrorError(
             .encodingFailed, "record \(recordID) could not be encoded as a JSON object: \(error)",
             recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope, underlying: error)

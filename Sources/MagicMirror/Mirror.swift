@@ -111,6 +111,51 @@ import Synchronization
 /// > Important: `Mirror` hides the standard library's `Mirror` in files that import
 /// > MagicMirror; write `Swift.Mirror(reflecting:)` there.
 public final class Mirror<Record: Recordable>: Sendable {
+    // How a mirror works inside (read this before changing it)
+    //
+    // A mirror is its sync engine (Sync/SyncEngine.swift, a value type) behind one lock,
+    // two background tasks, and its place in the zone's shared subscription.
+    //
+    // Mutable state and what guards it:
+    //
+    // - `core` (MirrorLock: a recursive lock) guards the engine — the records shown, the
+    //   commit queue, what the mirror knows of the database, the waiting flushes, the
+    //   streams and observers, the last error, the live views, the mirror's membership of
+    //   its zone's shared subscription, its background tasks, and whether it holds itself —
+    //   and the records lent out during a mutation of `dataModel`. Held for short sections
+    //   that never block, never call user code and never take another mirror's lock; across
+    //   the `yield` of `dataModel`'s `_modify` (the caller's mutation, which may read the
+    //   engine's other state on the same thread: the lock is recursive).
+    // - `commitWakeup` and `pullWakeup` (Wakeup, a Mutex each) wake the two background
+    //   tasks. Signalled with or without `core` held; they take no other lock.
+    // - `account` (MirrorAccountLink): `switching`, held while a user switch is applied, and
+    //   `state` (the session observer and the mirrors finishing earlier zones' commits).
+    // - `ZoneSubscriptions` (process-wide): `joining`, then its `registry`; members are
+    //   called with neither held.
+    // - `postedEntryFailures` (process-wide, below): taken alone, after `core` is released.
+    //
+    // Lock order (a lock is only taken while holding those before it in this list):
+    //
+    //   account.switching → account.state → ZoneSubscriptions.joining → ZoneSubscriptions.registry
+    //   account.switching → account.state → core (this mirror's, then a finishing mirror's own)
+    //   core → a Wakeup's mutex, an AsyncStream's or a continuation's internal lock
+    //
+    // A mirror's `core` is never held while taking `account` or the shared subscription's
+    // locks, and a zone subscription never calls a member with its locks held, so members
+    // take `core` freely.
+    //
+    // Why the pieces are separate: a user switch joins the new zone's subscription, which
+    // may subscribe to the database (disk reads for the JSON-file database), so it runs
+    // under `account.switching`, not `core`, and readers of `dataModel` never wait for it.
+    // The wakeups have locks of their own so that a background task can wait on one
+    // without holding `core`. The shared subscriptions are per process, not per mirror.
+    //
+    // The unlocked parts: `database`, `registrar` and `schema` are immutable or thread-safe.
+    // Work outside the lock (database calls, encoding, decoding, conflict policies, posting
+    // notifications, waking observers) happens between two locked sections; each section
+    // ends with `SyncEngine.drain(owner:)`, whose effects `deliver(_:)` carries out once the
+    // lock is released.
+
     /// The database the mirror reads and commits to.
     public let database: any RecordDatabase
 
@@ -118,19 +163,16 @@ public final class Mirror<Record: Recordable>: Sendable {
     ///
     /// A private mirror that follows a ``UserSession`` holds the current user's zone, which
     /// changes when the session switches users (see "Users" above).
-    public var zone: ZoneID { currentZone.withLock { $0 } }
+    public var zone: ZoneID { core.withLock { $0.zone } }
 
-    let core: MirrorLock<MirrorState<Record>>
+    let core: MirrorLock<Record>
     let registrar = ObservationRegistrar()
     /// Wakes the committing task: local changes, flushes.
     let commitWakeup = Wakeup()
-    /// Wakes the pulling task: notifications.
+    /// Wakes the pulling task: new tokens of the zone.
     let pullWakeup = Wakeup()
-    let workers = Mutex<[Task<Void, Never>]>([])
-    let membership = Mutex<ZoneHubMembership?>(nil)
     /// Decodes stored records of any schema version and encodes records to store.
     let schema = SchemaCoder<Record>()
-    let currentZone: Mutex<ZoneID>
     /// The user session a private mirror follows, and what following it takes.
     let account: MirrorAccountLink<Record>
 
@@ -165,19 +207,18 @@ public final class Mirror<Record: Recordable>: Sendable {
         let zone = Self.zone(scope: scope, user: user, session: configuration.userSession)
         try zone.validate()
         self.database = database
-        self.currentZone = Mutex(zone)
         self.account = MirrorAccountLink(
             following: scope == .private && user == nil ? configuration.userSession : nil)
-        self.core = MirrorLock(MirrorState(
+        self.core = MirrorLock(SyncEngine(
             zone: zone, writerID: database.writerID, configuration: configuration, policy: conflictPolicy))
         // Join before loading, so that nothing committed after the load is missed.
-        let membership = try ZoneHub.join(self, database: database, zone: zone)
-        self.membership.withLock { $0 = membership }
+        let membership = try ZoneSubscriptions.join(self, database: database, zone: zone)
+        core.withLock { $0.subscription = membership }
         let set = try await database.fetchAll(in: zone)
         let decoded = schema.decodeInOrder(set.records)
-        let effects = core.withLock { state in
-            state.load(set, decoded: decoded)
-            return state.drain(owner: self)
+        let effects = core.withLock { engine in
+            engine.load(set, decoded: decoded)
+            return engine.drain(owner: self)
         }
         deliver(effects)
         startWorkers()
@@ -185,22 +226,22 @@ public final class Mirror<Record: Recordable>: Sendable {
         offerConflictSettling()
     }
 
-    /// Makes the heir of a mirror that switched users: a mirror that takes over the changes
-    /// of the old user's zone, commits them there, and goes away once it has nothing left
-    /// to commit and its predecessor forgot it (see Mirror+Account.swift).
+    /// Makes a mirror that finishes the commits of a mirror that switched users: it takes
+    /// over the engine of the old user's zone, commits its changes there, and goes away
+    /// once it has nothing left to commit and its predecessor forgot it (see
+    /// Mirror+Account.swift).
     ///
     /// It shows nothing to anyone: it has no observers or streams. Its failures are posted
     /// as `.mirrorError` notifications and make its predecessor's ``flush()`` throw.
-    init(heirOf predecessor: Mirror<Record>, state: MirrorState<Record>) {
+    init(finishing engine: SyncEngine<Record>, of predecessor: Mirror<Record>) {
         self.database = predecessor.database
-        self.currentZone = Mutex(state.zone)
         self.account = MirrorAccountLink(following: nil)
-        self.core = MirrorLock(state)
-        // Joining the old zone's hub tells its other mirrors in this process of the
-        // commits at once; without it (it cannot fail while the predecessor is a member)
-        // they hear of them from the database.
-        let membership = try? ZoneHub.join(self, database: database, zone: state.zone)
-        self.membership.withLock { $0 = membership }
+        self.core = MirrorLock(engine)
+        // Joining the old zone's shared subscription tells its other mirrors in this
+        // process of the commits at once; without it (it cannot fail while the predecessor
+        // is a member) they hear of them from the database.
+        let membership = try? ZoneSubscriptions.join(self, database: database, zone: engine.zone)
+        core.withLock { $0.subscription = membership }
         startWorkers()
         let effects = core.withLock { $0.drain(owner: self) }
         deliver(effects)
@@ -215,13 +256,13 @@ public final class Mirror<Record: Recordable>: Sendable {
     }
 
     deinit {
-        for task in workers.withLock({ $0 }) { task.cancel() }
+        let (ended, workers, subscription) = core.withLock { $0.close() }
+        for task in workers { task.cancel() }
         commitWakeup.signal()
         pullWakeup.signal()
-        membership.withLock { $0?.leave() }
-        let ended = core.withLock { $0.close() }
-        for continuation in ended.changes { continuation.finish() }
-        for continuation in ended.errors { continuation.finish() }
+        subscription?.leave()
+        for continuation in ended.changeStreams { continuation.finish() }
+        for continuation in ended.errorStreams { continuation.finish() }
         for observer in ended.observers { observer.signal() }
     }
 
@@ -250,24 +291,22 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// ```
     ///
     /// > Important: Mutate it synchronously. The mirror is locked while a mutation runs, so
-    /// > other threads wait for it, and reading the mirror from inside the mutation (for
-    /// > example in a `removeAll(where:)` predicate) is an overlapping access that stops the
-    /// > program, as it would for a variable. Read what you need first.
+    /// > other threads wait for it. From inside the mutation (for example in a
+    /// > `removeAll(where:)` predicate) you may read the mirror's other properties
+    /// > (``pendingChanges``, ``lastError``, ``zone``…), but reading or changing its records
+    /// > (`dataModel`, a view, ``discardPendingChange(recordID:)``) is an overlapping access
+    /// > that stops the program with a message saying so, as it would for a variable. Read
+    /// > the records you need first.
     public var dataModel: RecordArray<Record> {
         get {
             registrar.access(self, keyPath: \.dataModel)
-            core.lock()
-            defer { core.unlock() }
-            precondition(!core.isYielded, Self.overlappingAccess)
-            return core.value.array
+            return core.withLock { $0.records.array }
         }
         set {
             registrar.willSet(self, keyPath: \.dataModel)
-            core.lock()
-            precondition(!core.isYielded, Self.overlappingAccess)
-            let changed = core.value.replaceAll(with: newValue)
-            let effects = core.value.drain(owner: self)
-            core.unlock()
+            let (changed, effects) = core.withLock { engine in
+                (engine.replaceAll(with: newValue), engine.drain(owner: self))
+            }
             registrar.didSet(self, keyPath: \.dataModel)
             deliver(effects)
             if changed { commitWakeup.signal() }
@@ -275,137 +314,21 @@ public final class Mirror<Record: Recordable>: Sendable {
         _modify {
             registrar.willSet(self, keyPath: \.dataModel)
             core.lock()
-            precondition(!core.isYielded, Self.overlappingAccess)
-            core.isYielded = true
-            let session = core.value.beginLocalMutation()
+            let edit = core.engine.records.beginEdit()
+            // The records move out of the engine while the caller mutates them, so that
+            // reading the engine meanwhile is no overlapping access, and nothing is copied.
+            core.lent = core.engine.records.lendArray()
             defer {
-                core.isYielded = false
-                let changed = core.value.endLocalMutation(session: session)
-                let effects = core.value.drain(owner: self)
+                let edited = core.takeLent()
+                let changed = core.engine.endEdit(edit, returning: edited)
+                let effects = core.engine.drain(owner: self)
                 core.unlock()
                 registrar.didSet(self, keyPath: \.dataModel)
                 deliver(effects)
                 if changed { commitWakeup.signal() }
             }
-            yield &core.value.array
+            yield &core.lent
         }
-    }
-
-    private static var overlappingAccess: String {
-        "Mirror<\(Record.self)>.dataModel was accessed while it was being mutated (overlapping access)"
-    }
-
-    // MARK: Committing
-
-    /// Returns when every change made before the call is committed (or settled by the
-    /// conflict policy, which may drop it in favour of another writer's change).
-    ///
-    /// Changes waiting for a retry are tried again at once, including those put on hold
-    /// after a failure that retrying cannot fix.
-    ///
-    /// ```swift
-    /// mirror.dataModel.append(todo)
-    /// try await mirror.flush()   // the new record is durable now
-    /// ```
-    ///
-    /// - Throws: The ``MirrorError`` of a change made before the call that could not be
-    ///   committed. The change stays pending and keeps being retried when the failure is
-    ///   transient. ``MirrorError/Kind/cancelled`` when the calling task is cancelled.
-    public func flush() async throws {
-        // Changes of users this mirror switched away from, still being committed.
-        let earlierUsers = account.unfinishedHeirs()
-        let number = core.withLock { $0.makeDeliveryNumber() }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                core.withLock { $0.addFlushWaiter(number, continuation) }
-                commitWakeup.signal()
-            }
-        } onCancel: {
-            // A user switch hands the flushes waiting for the old user's changes to an heir.
-            let core = core
-            let account = account
-            Mirror.runOnAnotherThread {
-                if !core.withLock({ $0.cancelFlushWaiter(number) }) { account.cancelFlushWaiter(number) }
-            }
-        }
-        for heir in earlierUsers { try await heir.flush() }
-    }
-
-    /// Runs `work`, which takes the mirror's lock, on another thread.
-    ///
-    /// For cancellation and termination handlers: they run while the cancelled task's own
-    /// lock is held, and a thread that holds the mirror's lock may be resuming that very task
-    /// (a change handed to a stream, a flush completed), which needs the task's lock. Taking
-    /// the mirror's lock in the handler would make each thread wait for the other for ever.
-    static func runOnAnotherThread(_ work: @escaping @Sendable () -> Void) {
-        DispatchQueue.global().async(execute: work)
-    }
-
-    /// The local changes not committed yet, oldest first.
-    public var pendingChanges: [PendingChange] {
-        core.withLock { $0.pendingChanges }
-    }
-
-    /// Drops the local change of one record that is waiting to be committed, and shows the
-    /// record as the mirror last knew it stored again: its stored value, or no record when it
-    /// was never stored.
-    ///
-    /// Use it for a change that cannot be committed (a record the database refuses, put on
-    /// hold after its failure was reported, which makes every ``flush()`` throw) or that you
-    /// no longer want:
-    ///
-    /// ```swift
-    /// for change in mirror.pendingChanges where change.isOnHold {
-    ///     mirror.discardPendingChange(recordID: change.recordID)
-    /// }
-    /// try await mirror.flush()   // no longer throws for the discarded changes
-    /// ```
-    ///
-    /// A record that another writer changed meanwhile shows as the mirror last read it, and
-    /// its newer value arrives like any remote change. When an earlier attempt to commit the
-    /// change failed without the guarantee that nothing was stored
-    /// (``MirrorError/nothingStored``), the mirror reads the database again, so `dataModel`
-    /// shows the change if it was stored after all.
-    ///
-    /// - Parameter recordID: The id of the record whose change to drop.
-    /// - Returns: `true` when a waiting change was dropped; `false` when the record has no
-    ///   waiting change, or its change is being committed at this moment (it is then either
-    ///   stored, or waits again and can be dropped once ``pendingChanges`` no longer shows
-    ///   it as committing).
-    @discardableResult
-    public func discardPendingChange(recordID: String) -> Bool {
-        guard let taken = core.withLock({ $0.discardable(recordID) }) else { return false }
-        let stored = keepStored(taken.current)
-        registrar.willSet(self, keyPath: \.dataModel)
-        let (dropped, effects) = core.withLock { state in
-            (state.discard(taken, showing: stored), state.drain(owner: self))
-        }
-        registrar.didSet(self, keyPath: \.dataModel)
-        deliver(effects)
-        if dropped {
-            pullWakeup.signal()
-            commitWakeup.signal()
-        }
-        return dropped
-    }
-
-    /// Whether any local change is not committed yet.
-    public var hasPendingChanges: Bool {
-        core.withLock { $0.hasPendingChanges }
-    }
-
-    /// The most recent failure, or `nil` if nothing failed yet. A later success does not
-    /// clear it; ``pendingChanges`` says what is still waiting.
-    public var lastError: MirrorError? {
-        registrar.access(self, keyPath: \.lastError)
-        return core.withLock { $0.lastError }
-    }
-
-    /// How conflicts with other writers are settled; ``ConflictPolicy/changedKeys`` unless
-    /// set otherwise. A new policy applies to the conflicts found after it is set.
-    public var conflictPolicy: ConflictPolicy<Record> {
-        get { core.withLock { $0.policy } }
-        set { core.withLock { $0.policy = newValue } }
     }
 
     /// Posts errors and wakes observers after a locked section.
@@ -413,21 +336,22 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// An error that stands for a bad stored entry (a record that does not decode), which
     /// every mirror of its zone and type finds and reports on its own ``errors`` and
     /// ``lastError``, is posted once per process: it is one failure.
-    func deliver(_ effects: MirrorState<Record>.Effects) {
-        if !effects.errors.isEmpty {
+    func deliver(_ effects: SyncEngine<Record>.Effects) {
+        let delivered = effects.delivered
+        if !delivered.reports.isEmpty {
             registrar.willSet(self, keyPath: \.lastError)
             registrar.didSet(self, keyPath: \.lastError)
-            for (error, entry) in effects.errors {
-                if let entry {
+            for report in delivered.reports {
+                if let entry = report.entry {
                     let key = "\(database.identifier)|\(entry)"
                     guard postedEntryFailures.withLock({ $0.insert(key).inserted }) else { continue }
                 }
-                NotificationCenter.default.post(name: .mirrorError, object: error)
+                NotificationCenter.default.post(name: .mirrorError, object: report.error)
             }
         }
-        for observer in effects.observers { observer.signal() }
+        for observer in delivered.observers { observer.signal() }
         for view in effects.liveViews { view.notifyObservers() }
-        for observer in effects.stateObservers { observer() }
+        for observer in delivered.stateObservers { observer.call() }
     }
 }
 

@@ -40,10 +40,14 @@ public struct MirrorConfiguration: Sendable {
         self.userSession = userSession
     }
 
+    /// Doublings past this many failures in a row change nothing (the delay reached its
+    /// maximum long before), so the count stops there.
+    private static var doublingsCounted: Int { 40 }
+
     /// The wait before retry number `failures` (1 for the first retry).
     package func delay(afterFailures failures: Int) -> Duration {
         var delay = retryDelay
-        for _ in 1..<max(1, min(failures, 40)) {
+        for _ in 1..<max(1, min(failures, Self.doublingsCounted)) {
             delay *= 2
             if delay >= maximumRetryDelay { return maximumRetryDelay }
         }

@@ -55,11 +55,11 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     }
 
     /// The ids one mutation touched, in the order it touched them.
-    package struct ChangeLog: Sendable, Equatable {
-        package let session: UInt64
-        package var touched: [String] = []
+    struct ChangeLog: Sendable, Equatable {
+        let session: UInt64
+        var touched: [String] = []
         var touchedSet = IDSet()
-        package var sawDuplicate = false
+        var sawDuplicate = false
     }
 
     // MARK: Creating
@@ -354,19 +354,19 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     // MARK: Tracking (for the mirror)
 
     /// Whether the array keeps an id index.
-    package var isTracked: Bool { tracking != nil }
+    var isTracked: Bool { tracking != nil }
 
     /// Whether two records share an id (only known for a tracked array; `false` otherwise).
-    package var mayHaveDuplicates: Bool { tracking?.hasDuplicates ?? false }
+    var mayHaveDuplicates: Bool { tracking?.hasDuplicates ?? false }
 
     /// Starts keeping an id index. Linear time.
-    package mutating func startTracking() {
+    mutating func startTracking() {
         tracking = Tracking(positions: [:], validBelow: 0)
         rebuildPositions()
     }
 
     /// Rebuilds the id index from scratch. Linear time.
-    package mutating func rebuildPositions() {
+    mutating func rebuildPositions() {
         guard tracking != nil else { return }
         var positions = IDMap<Int>()
         positions.reserveCapacity(elements.count)
@@ -380,20 +380,20 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     }
 
     /// Starts logging the ids that mutations touch.
-    package mutating func beginLog(session: UInt64) {
+    mutating func beginLog(session: UInt64) {
         tracking?.log = ChangeLog(session: session)
     }
 
     /// Stops logging and returns the log of `session`; `nil` when the array no longer holds
     /// it (the array was replaced as a whole during the mutation).
-    package mutating func endLog(session: UInt64) -> ChangeLog? {
+    mutating func endLog(session: UInt64) -> ChangeLog? {
         guard tracking != nil, let log = tracking!.log else { return nil }
         tracking!.log = nil
         return log.session == session ? log : nil
     }
 
     /// The position of the record with the given id; repairs stale index entries.
-    package mutating func position(of recordID: String) -> Int? {
+    mutating func position(of recordID: String) -> Int? {
         guard tracking != nil else { return elements.firstIndex { IDKey.same($0.recordID, recordID) } }
         if tracking!.hasDuplicates { return elements.firstIndex { IDKey.same($0.recordID, recordID) } }
         guard let position = tracking!.positions[recordID] else { return nil }
@@ -410,7 +410,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     }
 
     /// The record with the given id.
-    package mutating func record(withID recordID: String) -> Record? {
+    mutating func record(withID recordID: String) -> Record? {
         position(of: recordID).map { elements[$0] }
     }
 

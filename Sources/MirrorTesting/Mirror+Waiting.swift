@@ -1,4 +1,4 @@
-import MagicMirror
+@_spi(Testing) import MagicMirror
 
 /// Waiting for a mirror's state in a test, instead of sleeping.
 ///

@@ -1,6 +1,6 @@
 import Foundation
 import MirrorTestSupport
-import MagicMirror
+@testable import MagicMirror
 import Synchronization
 import Testing
 
@@ -128,8 +128,8 @@ import Testing
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(database.subscribeCalls == 1)
-        #expect(ZoneHub.subscriptionCount(identifier: database.identifier, zone: zone) == 1)
-        #expect(ZoneHub.memberCount(identifier: database.identifier, zone: zone) == 4)
+        #expect(ZoneSubscriptions.counts(identifier: database.identifier, zone: zone).subscriptions == 1)
+        #expect(ZoneSubscriptions.counts(identifier: database.identifier, zone: zone).members == 4)
         let json = opened.database as? JSONFileDatabase
         if let json { #expect(json.watchMethod(of: zone) == .native) }
         let seen = mirrors.map { AsyncCollector($0.changes) }
@@ -156,7 +156,7 @@ import Testing
         mirrors.removeAll()
         for events in seen { try await events.waitForEnd("the mirrors to go away") }
         #expect(database.liveSubscriptions == 0)
-        #expect(ZoneHub.subscriptionCount(identifier: database.identifier, zone: zone) == 0)
+        #expect(ZoneSubscriptions.counts(identifier: database.identifier, zone: zone).subscriptions == 0)
         if let json { #expect(json.watchMethod(of: zone) == nil) }
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import MagicMirror
+@testable import MagicMirror
 import Observation
 import Synchronization
 import Testing
@@ -128,7 +128,7 @@ import Testing
         try await errors.waitForEnd("the error stream to end")
         #expect(weak.object == nil)
         #expect(database.liveSubscriptions == 0)
-        #expect(ZoneHub.memberCount(identifier: database.identifier, zone: .public("Chore")) == 0)
+        #expect(ZoneSubscriptions.counts(identifier: database.identifier, zone: .public("Chore")).members == 0)
         observation.cancel()
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import MagicMirror
+@testable import MagicMirror
 import Testing
 
 /// Several mirrors in one process, remote changes, and the change stream.
@@ -61,8 +61,8 @@ import Testing
 
         #expect(database.subscribeCalls == 2)
         #expect(database.liveSubscriptions == 2)
-        #expect(ZoneHub.subscriptionCount(identifier: database.identifier, zone: zone) == 1)
-        #expect(ZoneHub.memberCount(identifier: database.identifier, zone: zone) == 3)
+        #expect(ZoneSubscriptions.counts(identifier: database.identifier, zone: zone).subscriptions == 1)
+        #expect(ZoneSubscriptions.counts(identifier: database.identifier, zone: zone).members == 3)
 
         // The subscription ends with the last mirror of the zone.
         let ends = mirrors.map { AsyncCollector($0.changes) }
@@ -73,8 +73,8 @@ import Testing
         mirrors.removeAll()
         try await ends[0].waitForEnd("the last mirror to go away")
         #expect(database.liveSubscriptions == 1)
-        #expect(ZoneHub.subscriptionCount(identifier: database.identifier, zone: zone) == 0)
-        #expect(ZoneHub.memberCount(identifier: database.identifier, zone: zone) == 0)
+        #expect(ZoneSubscriptions.counts(identifier: database.identifier, zone: zone).subscriptions == 0)
+        #expect(ZoneSubscriptions.counts(identifier: database.identifier, zone: zone).members == 0)
         _ = other
     }
 
@@ -153,11 +153,11 @@ import Testing
         // The same hint, again and again, and one from the past: nothing more happens.
         let token = try await opened.database.currentToken(in: .public("Chore"))
         for _ in 0..<5 {
-            ZoneHub.deliver(RemoteNotification(
+            ZoneSubscriptions.deliver(RemoteNotification(
                 databaseIdentifier: opened.database.identifier, zone: .public("Chore"),
                 recordIDs: ["c0"], reason: .created, token: token))
         }
-        ZoneHub.deliver(RemoteNotification(
+        ZoneSubscriptions.deliver(RemoteNotification(
             databaseIdentifier: opened.database.identifier, zone: .public("Chore"),
             recordIDs: ["c0"], reason: .created, token: .initial))
         try await seed([Chore(id: "c3", title: "3")], into: writer)

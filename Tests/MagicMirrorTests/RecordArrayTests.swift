@@ -1,5 +1,5 @@
 import Foundation
-import MagicMirror
+@testable import MagicMirror
 import Testing
 
 /// `RecordArray` behaves like `Array`, keeps its id index right, and logs what each

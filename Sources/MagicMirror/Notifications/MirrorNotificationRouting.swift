@@ -1,25 +1,25 @@
 import Foundation
 import Synchronization
 
-/// How the notifications of the databases that mirrors follow reach those mirrors, in this
-/// process.
+/// How the notifications of the databases that mirrors follow are published in this process.
 ///
 /// The mirrors of one zone share one subscription to their database. Every
 /// ``RemoteNotification`` that subscription delivers (for the JSON-file database: each
-/// commit another process made, noticed by its directory watcher) is handed to
-/// ``converter``, which posts the local ``Foundation/NSNotification/Name/mirrorRemoteChange``
-/// notification on `NotificationCenter.default`. The mirrors listen there, select the
-/// notifications of their database and zone, and pull the changes since their token. So
-/// cross-process sync needs no code, and a payload that arrives by another route goes the
-/// same way:
+/// commit another process made, noticed by its directory watcher) wakes the zone's mirrors
+/// directly, which pull the changes since their token; so cross-process sync needs no code.
+/// The notification is then handed to ``converter``, which by default posts the local
+/// ``Foundation/NSNotification/Name/mirrorRemoteChange`` notification on
+/// `NotificationCenter.default` for anyone who observes it.
+///
+/// The mirrors also listen there, for payloads that arrive by another route:
 ///
 /// ```swift
 /// // A payload received from a push service, a socket or a message queue:
 /// MirrorNotificationConverter().convertToLocal(from: payload)
 /// ```
 ///
-/// Replace ``converter`` to see every database notification before the mirrors do, for
-/// example to forward it to other machines:
+/// Replace ``converter`` to see every database notification, for example to forward it to
+/// other machines:
 ///
 /// ```swift
 /// struct Forwarding: NotificationConverter, Sendable {
@@ -32,14 +32,15 @@ import Synchronization
 /// MirrorNotificationRouting.converter = Forwarding(channel: channel)
 /// ```
 ///
-/// > Important: Mirrors listen on `NotificationCenter.default` only. A converter that posts
-/// > elsewhere, or posts nothing, keeps the changes of other processes from the mirrors
-/// > (they still see their own process's changes and catch up whenever they pull).
+/// > Note: The converter is the public face, not the link the mirrors depend on: a
+/// > converter that posts elsewhere, or posts nothing, keeps the notifications from
+/// > observers of `NotificationCenter.default`, not the changes from the mirrors. A
+/// > notification the mirrors already had (its token is not newer) wakes none of them.
 public enum MirrorNotificationRouting {
     private static let storage = Mutex<any NotificationConverter & Sendable>(MirrorNotificationConverter())
 
-    /// The converter every database notification for the mirrors of this process goes
-    /// through. Default: a ``MirrorNotificationConverter`` posting on
+    /// The converter every database notification the mirrors of this process receive is
+    /// handed to, after it woke them. Default: a ``MirrorNotificationConverter`` posting on
     /// `NotificationCenter.default`.
     ///
     /// A new converter applies to the notifications delivered after it is set. It is called
@@ -49,8 +50,8 @@ public enum MirrorNotificationRouting {
         set { storage.withLock { $0 = newValue } }
     }
 
-    /// Hands a database's notification to ``converter``.
-    package static func route(_ notification: RemoteNotification) {
+    /// Hands a database's notification to ``converter`` (the mirrors already have it).
+    static func route(_ notification: RemoteNotification) {
         let converter = self.converter
         if let standard = converter as? MirrorNotificationConverter {
             // No need to go through the userInfo form.

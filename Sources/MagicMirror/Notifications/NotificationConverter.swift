@@ -3,9 +3,9 @@ import Foundation
 /// Turns a received remote-notification payload into the local notification that mirrors
 /// apply.
 ///
-/// This is MagicCloud's `MCNotificationConverter` shape. A database's own watcher already
-/// goes through a converter (``MirrorNotificationRouting/converter``), so changes by other
-/// processes on the same machine reach every mirror with no code from you. When your app receives payloads by another route — a push
+/// This is MagicCloud's `MCNotificationConverter` shape. Changes by other processes on the
+/// same machine reach every mirror with no code from you (a database's own notifications
+/// wake the mirrors directly, then go through ``MirrorNotificationRouting/converter``). When your app receives payloads by another route — a push
 /// service, a socket, a message queue carrying ``RemoteNotification/userInfo`` or
 /// ``RemoteNotification/jsonData()`` from another machine — hand each one to a converter:
 ///

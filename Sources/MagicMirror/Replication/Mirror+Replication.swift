@@ -32,10 +32,11 @@ extension Mirror {
             value = nil
         }
         let entry = PendingEntry<Record>(
-            recordID: conflict.recordID, value: value, base: conflict.base, resolvedFields: conflict.localFields,
+            recordID: conflict.recordID, value: value, base: .stored(conflict.base), resolvedFields: conflict.localFields,
             timestamp: conflict.localTimestamp, firstSequence: 0, lastSequence: 0, number: 0)
         let (policy, writerID) = core.withLock { ($0.policy, $0.writerID) }
-        switch resolve(MirrorState<Record>.Conflict(entry: entry, current: conflict.current), policy: policy, writerID: writerID) {
+        let taken = SyncEngine<Record>.Conflict(entry: entry, current: conflict.current)
+        switch resolve(taken, policy: policy, writerID: writerID, in: zone) {
         case .save(let fields, _, _): return .save(fields)
         case .delete: return .delete
         case .keepStored: return .keepRemote

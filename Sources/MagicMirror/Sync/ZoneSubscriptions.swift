@@ -1,66 +1,80 @@
 import Foundation
 import Synchronization
 
-/// A mirror as the ``ZoneHub`` sees it: something to tell that its zone changed.
-protocol ZoneHubMember: AnyObject, Sendable {
-    /// The zone changed; its token is now at least `token`. Called on an arbitrary thread;
-    /// must not block.
+/// A mirror as its shared zone subscription sees it: something to tell that its zone
+/// changed.
+protocol ZoneSubscriber: AnyObject, Sendable {
+    /// The zone changed; its token is now at least `token`. Called on an arbitrary thread,
+    /// with no lock held; must not block.
     func zoneChanged(upTo token: ChangeToken)
 }
 
-/// The per-process registry that shares one database subscription among every mirror of one
-/// (database identifier, zone).
+/// The process's shared zone subscriptions: one database subscription per (database
+/// identifier, zone), shared by every mirror of that zone in this process.
 ///
 /// The first mirror of a zone subscribes; the others join its subscription; the last one to
-/// leave cancels it. So there is one subscription per (database, scope, record type) per
-/// process, and one notification per change however many mirrors there are.
+/// leave cancels it. Every new token of the zone wakes each member once, whichever way it
+/// arrives:
 ///
-/// The database's notifications go through ``MirrorNotificationRouting/converter``, which
-/// posts ``Foundation/NSNotification/Name/mirrorRemoteChange`` on `NotificationCenter.default`;
-/// the hub listens there (one observer for the whole process) and hints the members of the
-/// notification's database and zone. A payload an app converts itself
-/// (``NotificationConverter/convertToLocal(from:)``) arrives the same way. A commit made by
-/// one of the members is handed to the others directly, so several mirrors of one zone in
-/// one process see each other's commits as soon as they are applied. Members treat every
-/// hint as a hint and pull the changes since their own token, which makes every change
-/// arrive exactly once however many hints there are, in whatever order.
-package enum ZoneHub {
+/// - the database's subscription (for the JSON-file database, another process's commit
+///   noticed by its watcher) delivers here directly;
+/// - a member's own commit is delivered here by the member (``ZoneSubscriptionMembership/committed(upTo:)``);
+/// - a payload the app hands to a ``NotificationConverter`` arrives as a
+///   ``Foundation/NSNotification/Name/mirrorRemoteChange`` notification on
+///   `NotificationCenter.default`, which one process-wide observer forwards here.
+///
+/// A token at or below the highest one delivered for the zone wakes nobody: so the
+/// notification a database's subscription also posts for observers (through
+/// ``MirrorNotificationRouting/converter``) comes back as a repeat and is dropped, and a
+/// converter that posts nothing does not keep changes from the mirrors. Members treat every
+/// token as a hint and pull the changes since their own, so a change arrives exactly once
+/// however many hints there are, in whatever order.
+enum ZoneSubscriptions {
     struct Key: Hashable, Sendable {
         let identifier: String
         let zone: ZoneID
     }
 
-    private struct WeakMember {
-        weak var member: (any ZoneHubMember)?
+    private struct WeakSubscriber {
+        weak var subscriber: (any ZoneSubscriber)?
     }
 
-    private struct Entry {
+    /// One zone's shared subscription.
+    private struct Shared {
         var subscription: DatabaseSubscription?
-        var members: [Int: WeakMember] = [:]
+        var members: [Int: WeakSubscriber] = [:]
+        /// The highest token delivered to the members.
+        var latest: ChangeToken?
     }
 
     private struct Registry {
         var nextNumber = 0
-        var entries: [Key: Entry] = [:]
+        var zones: [Key: Shared] = [:]
     }
 
     private static let registry = Mutex(Registry())
-    /// Held while a mirror joins (and possibly subscribes); never while calling members.
+    /// Held while a mirror joins (and possibly subscribes); taken before ``registry``, never
+    /// while calling members.
     private static let joining = Mutex(())
 
     /// The process's one observer of ``Foundation/NSNotification/Name/mirrorRemoteChange`` on
-    /// `NotificationCenter.default`, added when the first mirror joins and kept for the
-    /// life of the process.
-    private static let listener = LocalListener()
+    /// `NotificationCenter.default` (payloads the app converts itself), added when the first
+    /// mirror joins and kept for the life of the process.
+    private static let listener = AppNotificationListener()
 
-    private final class LocalListener: Sendable {
+    private final class AppNotificationListener: Sendable {
         private let token: Mutex<(any NSObjectProtocol)?>
 
         init() {
             token = Mutex(NotificationCenter.default.addObserver(
                 forName: .mirrorRemoteChange, object: nil, queue: nil
             ) { notification in
-                ZoneHub.receive(notification)
+                // The object is the RemoteNotification; a converter of the app's own may
+                // post only the userInfo form.
+                guard let change = notification.object as? RemoteNotification
+                    ?? notification.userInfo.flatMap(RemoteNotification.init(userInfo:))
+                else { return }
+                ZoneSubscriptions.deliver(change)
             })
         }
 
@@ -68,114 +82,100 @@ package enum ZoneHub {
         var isListening: Bool { token.withLock { $0 != nil } }
     }
 
-    /// A ``Foundation/NSNotification/Name/mirrorRemoteChange`` notification: hint the mirrors
-    /// of its database and zone. The `object` is the ``RemoteNotification``; a converter of
-    /// the app's own may post only the `userInfo` form.
-    private static func receive(_ notification: Notification) {
-        guard let change = notification.object as? RemoteNotification
-            ?? notification.userInfo.flatMap(RemoteNotification.init(userInfo:))
-        else { return }
-        deliver(change)
-    }
-
-    /// Adds `member` to the hub of `zone` in `database`, subscribing to the zone when it is
-    /// the first member.
+    /// Adds `subscriber` to the shared subscription of `zone` in `database`, subscribing to
+    /// the zone when it is the first member.
     ///
     /// - Throws: What ``RecordDatabase/subscribe(to:handler:)`` throws.
     static func join(
-        _ member: any ZoneHubMember, database: any RecordDatabase, zone: ZoneID
-    ) throws -> ZoneHubMembership {
+        _ subscriber: any ZoneSubscriber, database: any RecordDatabase, zone: ZoneID
+    ) throws -> ZoneSubscriptionMembership {
         let key = Key(identifier: database.identifier, zone: zone)
         precondition(listener.isListening)
         // One join at a time subscribes, so that two mirrors opened at once never make two
         // subscriptions to one zone, even briefly.
         let number = try joining.withLock { _ throws -> Int in
-            let subscribed = registry.withLock { $0.entries[key] != nil }
+            let subscribed = registry.withLock { $0.zones[key] != nil }
             var fresh: DatabaseSubscription?
             if !subscribed {
                 fresh = try database.subscribe(to: zone) { notification in
+                    // The mirrors first, then the public face (observers, forwarding).
+                    ZoneSubscriptions.deliver(notification.token, to: key)
                     MirrorNotificationRouting.route(notification)
                 }
             }
             return registry.withLock { registry -> Int in
-                var entry = registry.entries[key] ?? Entry()
-                if let fresh { entry.subscription = fresh }
+                var shared = registry.zones[key] ?? Shared()
+                if let fresh { shared.subscription = fresh }
                 let number = registry.nextNumber
                 registry.nextNumber += 1
-                entry.members[number] = WeakMember(member: member)
-                registry.entries[key] = entry
+                shared.members[number] = WeakSubscriber(subscriber: subscriber)
+                registry.zones[key] = shared
                 return number
             }
         }
-        return ZoneHubMembership(key: key, number: number)
+        return ZoneSubscriptionMembership(key: key, number: number)
     }
 
-    /// Hints the mirrors of a notification's database and zone in this process directly,
-    /// without a local notification (tests; the local notifications arrive here too).
-    package static func deliver(_ notification: RemoteNotification) {
-        deliver(
-            notification.token,
-            to: Key(identifier: notification.databaseIdentifier, zone: notification.zone),
-            except: nil)
+    /// Hints the members of a notification's database and zone in this process.
+    static func deliver(_ notification: RemoteNotification) {
+        deliver(notification.token, to: Key(identifier: notification.databaseIdentifier, zone: notification.zone))
     }
 
-    /// The number of live database subscriptions the hub holds for a zone (0 or 1).
-    package static func subscriptionCount(identifier: String, zone: ZoneID) -> Int {
-        registry.withLock { $0.entries[Key(identifier: identifier, zone: zone)]?.subscription == nil ? 0 : 1 }
+    /// The number of live database subscriptions (0 or 1) and of members for a zone (tests).
+    static func counts(identifier: String, zone: ZoneID) -> (subscriptions: Int, members: Int) {
+        registry.withLock { registry in
+            guard let shared = registry.zones[Key(identifier: identifier, zone: zone)] else { return (0, 0) }
+            return (shared.subscription == nil ? 0 : 1, shared.members.count)
+        }
     }
 
-    /// The number of mirrors registered for a zone.
-    package static func memberCount(identifier: String, zone: ZoneID) -> Int {
-        registry.withLock { $0.entries[Key(identifier: identifier, zone: zone)]?.members.count ?? 0 }
-    }
-
-    static func deliver(_ token: ChangeToken, to key: Key, except number: Int?) {
-        let members = registry.withLock { registry -> [any ZoneHubMember] in
-            guard let entry = registry.entries[key] else { return [] }
-            return entry.members.compactMap { $0.key == number ? nil : $0.value.member }
+    /// Wakes every member with `token`, unless a token at least as high was delivered.
+    static func deliver(_ token: ChangeToken, to key: Key) {
+        let members = registry.withLock { registry -> [any ZoneSubscriber] in
+            guard var shared = registry.zones[key], shared.latest.map({ token > $0 }) ?? true else { return [] }
+            shared.latest = token
+            registry.zones[key] = shared
+            return shared.members.values.compactMap(\.subscriber)
         }
         for member in members { member.zoneChanged(upTo: token) }
     }
 
     static func leave(_ key: Key, number: Int) {
         let ended = registry.withLock { registry -> DatabaseSubscription? in
-            guard var entry = registry.entries[key] else { return nil }
-            entry.members[number] = nil
-            if entry.members.isEmpty {
-                registry.entries[key] = nil
-                return entry.subscription
+            guard var shared = registry.zones[key] else { return nil }
+            shared.members[number] = nil
+            if shared.members.isEmpty {
+                registry.zones[key] = nil
+                return shared.subscription
             }
-            registry.entries[key] = entry
+            registry.zones[key] = shared
             return nil
         }
         ended?.cancel()
     }
 }
 
-/// One mirror's place in a ``ZoneHub``; leaving (or deallocating it) removes the mirror,
-/// and the zone's subscription with its last member.
-final class ZoneHubMembership: Sendable {
-    private let key: ZoneHub.Key
+/// One mirror's place in a shared zone subscription; leaving (or deallocating it) removes
+/// the mirror, and the zone's database subscription with its last member.
+final class ZoneSubscriptionMembership: Sendable {
+    private let key: ZoneSubscriptions.Key
     private let number: Int
-    private let left = Mutex(false)
+    private let left = Atomic(false)
 
-    fileprivate init(key: ZoneHub.Key, number: Int) {
+    fileprivate init(key: ZoneSubscriptions.Key, number: Int) {
         self.key = key
         self.number = number
     }
 
-    /// Tells the other members that this one committed changes up to `token`.
-    func notifySiblings(upTo token: ChangeToken) {
-        ZoneHub.deliver(token, to: key, except: number)
+    /// Tells every member (this one included) that the member committed changes up to
+    /// `token`.
+    func committed(upTo token: ChangeToken) {
+        ZoneSubscriptions.deliver(token, to: key)
     }
 
-    /// Leaves the hub. Calling it again does nothing.
+    /// Leaves the shared subscription. Calling it again does nothing.
     func leave() {
-        let first = left.withLock { left in
-            defer { left = true }
-            return !left
-        }
-        if first { ZoneHub.leave(key, number: number) }
+        if !left.exchange(true, ordering: .acquiringAndReleasing) { ZoneSubscriptions.leave(key, number: number) }
     }
 
     deinit { leave() }

@@ -58,10 +58,10 @@ extension Mirror {
     /// that do not decode after migration or that another writer changed meanwhile.
     private func rewrite(_ records: ArraySlice<StoredRecord>, in zone: ZoneID) async throws -> Int {
         // A record the mirror shows from this very stored version decoded already.
-        let shown = core.withLock { state in
+        let shown = core.withLock { engine in
             IDSet(records.filter { record in
-                state.shadow[record.id]?.version == record.version && state.present[record.id] != nil
-                    && state.pending[record.id] == nil && state.inFlight[record.id] == nil
+                engine.pull[record.id]?.version == record.version && engine.records[record.id] != nil
+                    && !engine.queue.hasChange(for: record.id)
             }.map(\.id))
         }
         var migrated: [StoredRecord] = []
@@ -84,16 +84,16 @@ extension Mirror {
         while !operations.isEmpty {
             let outcome = try await database.commit(operations, to: zone)
             if outcome.isApplied {
-                let pullDue = core.withLock { state in
+                let (pullDue, subscription) = core.withLock { engine in
                     // The rewrite stores what the mirror shows: a pull need not decode it again.
                     for case .applied(let stored) in outcome.results
-                    where state.shadow[stored.id]?.version == stored.version - 1 && state.present[stored.id] != nil {
-                        state.shadow[stored.id] = stored
+                    where engine.pull[stored.id]?.version == stored.version - 1 && engine.records[stored.id] != nil {
+                        engine.pull.replace(stored)
                     }
-                    return state.hint(outcome.token)
+                    return (engine.hint(outcome.token), engine.subscription)
                 }
                 if pullDue { pullWakeup.signal() }
-                membership.withLock { $0 }?.notifySiblings(upTo: outcome.token)
+                subscription?.committed(upTo: outcome.token)
                 return operations.count
             }
             // Changed by another writer since it was read (migrated by another process, or

@@ -23,11 +23,11 @@ extension Mirror {
         limit: Int? = nil
     ) -> LiveView<Record> {
         precondition(limit.map { $0 >= 0 } ?? true, "a view's limit must not be negative")
-        let number = core.withLock { $0.makeDeliveryNumber() }
+        let number = core.withLock { $0.delivery.makeNumber() }
         let view = LiveView(mirror: self, number: number, filter: filter, order: order, limit: limit)
-        core.withLock { state in
-            view.load(state.array.map { record in (record, state.creationOrder(of: record.recordID)) })
-            state.liveViews[number] = LiveViewReference(view: view)
+        core.withLock { engine in
+            view.load(engine.records.array.map { record in (record, engine.creationOrder(of: record.recordID)) })
+            engine.liveViews[number] = LiveViewReference(view: view)
         }
         return view
     }
@@ -59,28 +59,17 @@ struct LiveViewReference<Record: Recordable>: Sendable {
     weak var view: LiveView<Record>?
 }
 
-extension MirrorState {
+extension SyncEngine {
     /// Where the record with `id` sits in the default order: its stored creation clock, or,
     /// for a creation not committed yet, the timestamp its commit will carry.
     func creationOrder(of id: String) -> CreationOrder {
-        if let stored = shadow[id], !stored.isDeleted { return CreationOrder(created: stored.created, id: id) }
-        if let entry = inFlight[id] ?? pending[id] { return CreationOrder(created: entry.timestamp, id: id) }
-        return .unknown(id)
+        Self.creationOrder(of: id, pull: pull, queue: queue)
     }
 
-    /// The position at which a record new to ``array`` goes: its place in creation order,
-    /// found by binary search (the end, at once, when it is the newest).
-    func creationPlace(of id: String) -> Int {
-        let key = creationOrder(of: id)
-        let records = array
-        guard let last = records.last, key < creationOrder(of: last.recordID) else { return records.count }
-        var low = 0
-        var high = records.count - 1
-        while low < high {
-            let middle = (low + high) / 2
-            if creationOrder(of: records[middle].recordID) < key { low = middle + 1 } else { high = middle }
-        }
-        return low
+    static func creationOrder(of id: String, pull: PullTracker<Record>, queue: CommitQueue<Record>) -> CreationOrder {
+        if let stored = pull[id], !stored.isDeleted { return CreationOrder(created: stored.created, id: id) }
+        if let entry = queue.inFlight[id] ?? queue.pending[id] { return CreationOrder(created: entry.timestamp, id: id) }
+        return .unknown(id)
     }
 
     /// Tells every live view that the record with `id` is now `value` (`nil`: gone), and

@@ -1,0 +1,167 @@
+import Foundation
+
+// Commit outcomes, conflicts and discarded changes: how the engine follows its changes to
+// the database (the batches themselves are the CommitQueue's).
+
+extension SyncEngine {
+    /// A conflict to resolve: the entry (with any newer local change folded in) and the
+    /// record as stored now.
+    struct Conflict {
+        var entry: PendingEntry<Record>
+        var current: StoredRecord?
+    }
+
+    /// How a conflict was settled, computed outside the lock (Mirror+Conflicts.swift).
+    enum Resolution {
+        /// Commit these fields, based on the stored record.
+        case save(fields: Data, value: Record, base: StoredRecord?)
+        /// Commit a deletion, based on the stored record.
+        case delete(base: StoredRecord?)
+        /// Drop the local change and show the stored record (`decoded`, or nothing when it
+        /// is deleted or does not decode; `problem` then says why).
+        case keepStored(StoredRecord?, decoded: Record?, problem: (any Error)?)
+        /// Cannot be settled; keep the change on hold and report.
+        case hold(MirrorError)
+    }
+
+    /// Puts entries that could not be encoded on hold and reports each.
+    mutating func encodingFailed(_ failures: [(PendingEntry<Record>, MirrorError)]) {
+        queue.encodingFailed(failures)
+        for (entry, error) in failures {
+            report(error)
+            resumeFlushes(failure: (error, entry.firstSequence))
+        }
+    }
+
+    /// Applies a commit whose operations were all applied.
+    ///
+    /// - Returns: Whether a pull is due (another writer committed in between).
+    mutating func commitApplied(_ batch: [PendingEntry<Record>], outcome: CommitOutcome) -> Bool {
+        for (entry, stored) in queue.applied(batch, results: outcome.results) {
+            pull.remember(stored)
+            emit(MirrorChange(
+                kind: entry.changeKind, recordID: entry.recordID, record: entry.value,
+                origin: .local, state: .committed))
+            revealHeldBack(entry.recordID)
+        }
+        let pullDue = pull.committed(upTo: outcome.token)
+        resumeFlushes(failure: nil)
+        return pullDue
+    }
+
+    /// Takes back a batch that was refused because some operations conflicted.
+    ///
+    /// - Returns: The conflicts to resolve.
+    mutating func commitConflicted(_ batch: [PendingEntry<Record>], outcome: CommitOutcome) -> [Conflict] {
+        _ = pull.committed(upTo: nil)
+        return queue.conflicted(batch, results: outcome.results).map { entry, current in
+            if let current {
+                HybridLogicalClock.shared.observe(current.modified)
+                pull.remember(current)
+            } else {
+                // The record does not exist (any more): nothing to base a change on.
+                pull.forget(entry.recordID)
+            }
+            return Conflict(entry: entry, current: current)
+        }
+    }
+
+    /// Takes back a batch whose commit threw.
+    ///
+    /// - Parameter blamed: The records the database said were at fault, if any.
+    mutating func commitFailed(
+        _ batch: [PendingEntry<Record>], error: MirrorError, blamed: [String], now: ContinuousClock.Instant
+    ) {
+        switch queue.failed(batch, error: error, blamed: blamed, now: now, configuration: configuration) {
+        case .requeued, .isolating:
+            break
+        case .retrying(let oldest), .held(let oldest):
+            report(error)
+            resumeFlushes(failure: (error, oldest))
+        }
+    }
+
+    /// Applies a resolution, unless the record changed locally since the conflict was taken
+    /// (the next commit then conflicts again and the newer change is resolved).
+    mutating func apply(_ resolution: Resolution, to conflict: Conflict) {
+        let id = conflict.entry.recordID
+        guard var entry = queue.waiting(id), entry.lastSequence == conflict.entry.lastSequence else { return }
+        switch resolution {
+        case .save(let fields, let value, let base):
+            entry.base = base
+            entry.resolvedFields = fields
+            entry.earlierTimestamps.append(entry.timestamp)
+            entry.timestamp = HybridLogicalClock.shared.now()
+            entry.value = value
+            queue.update(entry)
+            show(id, value, origin: .remote, state: .pending)
+        case .delete(let base):
+            entry.base = base
+            entry.value = nil
+            entry.resolvedFields = nil
+            entry.earlierTimestamps.append(entry.timestamp)
+            entry.timestamp = HybridLogicalClock.shared.now()
+            queue.update(entry)
+        case .keepStored(let stored, let decoded, let problem):
+            queue.drop(id)
+            if let stored, let problem, !stored.isDeleted { reportUndecodable(stored, error: problem) }
+            show(id, decoded, origin: .remote, state: .committed)
+            revealHeldBack(id)
+            resumeFlushes(failure: nil)
+        case .hold(let error):
+            queue.hold(id, error: error)
+            report(error)
+            resumeFlushes(failure: (error, entry.firstSequence))
+        }
+    }
+
+    // MARK: Discarding
+
+    /// A record's waiting change with the stored record the mirror knows, for
+    /// ``discard(_:showing:)``; `nil` when the record has no waiting change or its change is
+    /// being committed right now.
+    func discardable(_ id: String) -> Conflict? {
+        guard queue.inFlight[id] == nil, let entry = queue.waiting(id) else { return nil }
+        return Conflict(entry: entry, current: pull[id])
+    }
+
+    /// Drops a waiting change taken by ``discardable(_:)`` and shows the stored record
+    /// (`stored`, a `keepStored` resolution), unless the record changed since.
+    ///
+    /// - Returns: Whether it was dropped.
+    mutating func discard(_ taken: Conflict, showing stored: Resolution) -> Bool {
+        let id = taken.entry.recordID
+        guard queue.inFlight[id] == nil, let entry = queue.waiting(id),
+              entry.lastSequence == taken.entry.lastSequence
+        else { return false }
+        apply(stored, to: taken)
+        // An earlier attempt may have been stored after all: read the zone again to show it.
+        if !entry.earlierTimestamps.isEmpty { pull.pullAnyway() }
+        return true
+    }
+}
+
+extension SyncEngine {
+    /// A batch of entries in flight, with the zone it goes to and the user switches it
+    /// belongs to.
+    struct Batch {
+        let entries: [PendingEntry<Record>]
+        let zone: ZoneID
+        let zoneSwitches: Int
+    }
+
+    /// What the committing task does next.
+    enum CommitStep {
+        case send(Batch)
+        /// Nothing to send before `until` (or a signal; `nil`: only a signal).
+        case wait(until: ContinuousClock.Instant?)
+    }
+
+    /// Takes the next batch to commit, if one may be sent now.
+    mutating func nextBatch(now: ContinuousClock.Instant) -> CommitStep {
+        switch queue.next(now: now) {
+        case .send(let entries): .send(Batch(entries: entries, zone: zone, zoneSwitches: zoneSwitches))
+        case .wait(let deadline): .wait(until: deadline)
+        }
+    }
+}

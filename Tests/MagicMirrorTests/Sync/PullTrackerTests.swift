@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+
+@testable import MagicMirror
+
+@Suite struct PullTrackerTests {
+    private let now = ContinuousClock.now
+
+    private func token(_ sequence: Int, generation: Int = 0) -> ChangeToken {
+        ChangeToken(generation: generation, sequence: sequence)
+    }
+
+    private func stored(_ id: String, version: Int, deleted: Bool = false) -> StoredRecord {
+        StoredRecord(
+            id: id, version: version, fields: deleted ? nil : Data("{}".utf8),
+            modified: HLCTimestamp(millis: Int64(version)), writer: "w")
+    }
+
+    private func loaded(at sequence: Int, _ records: [StoredRecord] = []) -> PullTracker<Chore> {
+        var tracker = PullTracker<Chore>()
+        tracker.load(ChangeSet(records: records, token: token(sequence), isComplete: true))
+        return tracker
+    }
+
+    @Test func hintsMoveTheTargetForwardOnly() {
+        var tracker = loaded(at: 1)
+        let woken = [token(1), token(3), token(2), token(3)].map { tracker.hint($0) }
+        #expect(woken == [false, true, false, false], "forward only")
+        #expect(tracker.phase == .due(token(3)))
+        #expect(tracker.deadline(now: now) == nil, "a pull is due now")
+        _ = tracker.begin()
+        #expect(tracker.phase == .idle)
+    }
+
+    @Test func aContiguousCommitNeedsNoPull() {
+        var tracker = loaded(at: 1)
+        let contiguous = tracker.committed(upTo: token(2))
+        #expect(!contiguous)
+        #expect(tracker.token == token(2))
+        let skipped = tracker.committed(upTo: token(4))
+        #expect(skipped, "another writer committed in between")
+        #expect(tracker.phase == .due(token(4)))
+    }
+
+    @Test func aCompleteSetIsSetAsideWhenACommitEndedMeanwhile() {
+        var tracker = loaded(at: 1)
+        let start = tracker.begin()
+        _ = tracker.committed(upTo: nil)
+        let set = ChangeSet(records: [], token: token(5), isComplete: true)
+        let vanished = tracker.startApplying(set, since: start)
+        #expect(vanished == nil)
+        #expect(tracker.phase == .dueAnyway)
+    }
+
+    @Test func aCompleteSetTellsWhichRecordsVanished() {
+        var tracker = loaded(at: 2, [stored("a", version: 1), stored("b", version: 1)])
+        let start = tracker.begin()
+        let set = ChangeSet(records: [stored("b", version: 2)], token: token(1, generation: 1), isComplete: true)
+        let vanished = tracker.startApplying(set, since: start)
+        #expect(vanished?.map(\.id) == ["a"])
+        let newer = tracker.accept(set.records[0])
+        let older = tracker.accept(stored("b", version: 1))
+        #expect(newer)
+        #expect(!older, "older than what it knows")
+        tracker.finishApplying(set)
+        #expect(tracker.token == token(1, generation: 1))
+        #expect(tracker["a"] == nil)
+    }
+
+    @Test func aFailedPullIsRetriedAfterABackoff() {
+        var tracker = loaded(at: 1)
+        _ = tracker.begin()
+        tracker.failed(now: now, configuration: MirrorConfiguration(retryDelay: .seconds(1)))
+        let retryAt = now.advanced(by: .seconds(1))
+        #expect(tracker.phase == .retrying(at: retryAt))
+        let woken = tracker.hint(token(9))
+        #expect(!woken, "the retry reads everything anyway")
+        #expect(tracker.deadline(now: now) == .some(retryAt))
+        #expect(tracker.deadline(now: retryAt) == nil)
+    }
+
+    @Test func aHeldBackVersionIsDroppedOnceSuperseded() {
+        var tracker = loaded(at: 1, [stored("a", version: 1)])
+        _ = tracker.accept(stored("a", version: 2))
+        tracker.holdBack(stored("a", version: 2), value: .success(Chore(id: "a", title: "remote")))
+        tracker.remember(stored("a", version: 3))
+        let superseded = tracker.takeHeldBack("a")
+        #expect(superseded == nil)
+
+        _ = tracker.accept(stored("a", version: 4))
+        tracker.holdBack(stored("a", version: 4), value: nil)
+        let latest = tracker.takeHeldBack("a")
+        let again = tracker.takeHeldBack("a")
+        #expect(latest?.record.version == 4)
+        #expect(again == nil, "taken once")
+    }
+}

@@ -1,0 +1,19 @@
+import Foundation
+import MagicMirror
+import MirrorTesting
+
+/// `mirror-worker overlapping-read records|pending`: reads a mirror from inside a
+/// `removeAll(where:)` predicate on its `dataModel` — its records (which stops the program
+/// with the overlapping-access message) or its pending changes (which works) — and prints
+/// `survived <count>` when the program goes on.
+enum OverlappingReadCommand {
+    static func run(_ arguments: [String]) async throws {
+        let mirror = try await Mirror<EditRecord>(database: InMemoryDatabase())
+        mirror.dataModel.append(EditRecord(id: "a", owner: "reader"))
+        let readRecords = arguments.first == "records"
+        mirror.dataModel.removeAll { _ in
+            readRecords ? mirror.dataModel.isEmpty : mirror.pendingChanges.isEmpty
+        }
+        print("survived \(mirror.dataModel.count)")
+    }
+}
