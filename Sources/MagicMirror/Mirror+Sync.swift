@@ -42,12 +42,12 @@ extension Mirror {
         while !Task.isCancelled {
             if pulling {
                 switch mirror.core.withLock({ $0.nextPull(now: .now) }) {
-                case .pull(let start): await mirror.pull(start)
+                case .run(let start): await mirror.pull(start)
                 case .wait(let deadline): return .some(deadline)
                 }
             } else {
                 switch mirror.core.withLock({ $0.nextBatch(now: .now) }) {
-                case .send(let batch): await mirror.commit(batch)
+                case .run(let batch): await mirror.commit(batch)
                 case .wait(let deadline): return .some(deadline)
                 }
             }

@@ -14,14 +14,6 @@ struct CommitQueue<Record: Recordable>: Sendable {
         case isolating(remaining: Int)
     }
 
-    /// What the committing task does next.
-    enum Step {
-        /// Commit these entries (now in flight).
-        case send([PendingEntry<Record>])
-        /// Nothing to send before `until` (or a signal; `nil`: only a signal).
-        case wait(until: ContinuousClock.Instant?)
-    }
-
     /// What a failed commit did to its batch.
     enum FailureHandling: Equatable {
         /// Cancelled: the batch waits again, nothing to report.
@@ -157,7 +149,7 @@ struct CommitQueue<Record: Recordable>: Sendable {
     // MARK: Sending
 
     /// The next batch to commit, moved in flight; or how long to wait.
-    mutating func next(now: ContinuousClock.Instant) -> Step {
+    mutating func next(now: ContinuousClock.Instant) -> WorkerStep<[PendingEntry<Record>]> {
         guard inFlight.isEmpty, hasQueuedEntry() else { return .wait(until: nil) }
         if let deadline = backoff.deadline(now: now) { return .wait(until: deadline) }
         let limit = batchSize == .full ? maximumBatchSize : 1
@@ -173,7 +165,7 @@ struct CommitQueue<Record: Recordable>: Sendable {
             order.removeFirst(orderHead)
             orderHead = 0
         }
-        return .send(batch)
+        return .run(batch)
     }
 
     /// Takes back entries that could not be encoded and puts them on hold.

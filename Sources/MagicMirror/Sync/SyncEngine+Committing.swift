@@ -150,17 +150,10 @@ extension SyncEngine {
         let zoneSwitches: Int
     }
 
-    /// What the committing task does next.
-    enum CommitStep {
-        case send(Batch)
-        /// Nothing to send before `until` (or a signal; `nil`: only a signal).
-        case wait(until: ContinuousClock.Instant?)
-    }
-
     /// Takes the next batch to commit, if one may be sent now.
-    mutating func nextBatch(now: ContinuousClock.Instant) -> CommitStep {
+    mutating func nextBatch(now: ContinuousClock.Instant) -> WorkerStep<Batch> {
         switch queue.next(now: now) {
-        case .send(let entries): .send(Batch(entries: entries, zone: zone, zoneSwitches: zoneSwitches))
+        case .run(let entries): .run(Batch(entries: entries, zone: zone, zoneSwitches: zoneSwitches))
         case .wait(let deadline): .wait(until: deadline)
         }
     }

@@ -16,18 +16,11 @@ extension SyncEngine {
         var zoneSwitches: Int
     }
 
-    /// What the pulling task does next.
-    enum PullStep {
-        case pull(PullStart)
-        /// Nothing to pull before `until` (or a signal; `nil`: only a signal).
-        case wait(until: ContinuousClock.Instant?)
-    }
-
     /// Starts a pull if one is due.
-    mutating func nextPull(now: ContinuousClock.Instant) -> PullStep {
+    mutating func nextPull(now: ContinuousClock.Instant) -> WorkerStep<PullStart> {
         if case .some(let deadline) = pull.deadline(now: now) { return .wait(until: deadline) }
         let (token, commitRounds) = pull.begin()
-        return .pull(PullStart(token: token, commitRounds: commitRounds, zone: zone, zoneSwitches: zoneSwitches))
+        return .run(PullStart(token: token, commitRounds: commitRounds, zone: zone, zoneSwitches: zoneSwitches))
     }
 
     /// The live records of a change set that are newer than what the mirror knows, to decode

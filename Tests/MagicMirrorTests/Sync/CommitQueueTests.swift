@@ -18,8 +18,8 @@ import Testing
         return queue.add(id, value: value, timestamp: HLCTimestamp(millis: Int64(sequence)), sequence: sequence, stored: stored)
     }
 
-    private func sent(_ step: CommitQueue<Chore>.Step) -> [PendingEntry<Chore>] {
-        if case .send(let batch) = step { return batch }
+    private func sent(_ step: WorkerStep<[PendingEntry<Chore>]>) -> [PendingEntry<Chore>] {
+        if case .run(let batch) = step { return batch }
         return []
     }
 
