@@ -20,6 +20,7 @@ let package = Package(
             name: "peer-bench",
             dependencies: [
                 .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MirrorTestSupport", package: "MagicMirror"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

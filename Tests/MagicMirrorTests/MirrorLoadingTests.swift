@@ -41,7 +41,7 @@ private struct ChoreWithTextRank: Recordable {
         let user = try #require(CurrentUser.accountName())
         #expect(mine.zone == .private("Chore", user: user))
 
-        let theirs = try await Mirror<Chore>(database: opened.database, scope: .private, user: "someone-else")
+        let theirs = try await Mirror<Chore>(database: opened.database, scope: .private, user: try MirrorUser(name: "someone-else"))
         #expect(theirs.zone == .private("Chore", user: "someone-else"))
         mine.dataModel.append(Chore(title: "mine"))
         try await mine.flush()
@@ -58,7 +58,7 @@ private struct ChoreWithTextRank: Recordable {
             _ = try await Mirror<BadlyNamed>(database: opened.database)
         }
         do {
-            _ = try await Mirror<Chore>(database: opened.database, scope: .private, user: "a/b")
+            _ = try await Mirror<Chore>(database: opened.database, scope: .private, user: try MirrorUser(name: "a/b"))
             Issue.record("a user name with a slash was accepted")
         } catch let error as MirrorError {
             #expect(error.kind == .invalidName)

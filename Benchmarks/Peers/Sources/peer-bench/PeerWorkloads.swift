@@ -1,4 +1,5 @@
 import Foundation
+import MirrorTestSupport
 
 /// How big each workload is.
 struct PeerSizes {
@@ -128,10 +129,10 @@ enum PeerWorkloads {
         var records = BenchRecord.makeMany(zoneSize)
         try await store.insert(batch: records)
         // The same records, in the same order, for both engines.
-        var generator = PeerRandom(seed: 42)
+        var generator = SplitMix64(seed: 42)
         let start = monotonicSeconds()
         for _ in 0..<updates {
-            let index = generator.next(below: zoneSize)
+            let index = Int(generator.next() % UInt64(zoneSize))
             records[index].number += 1
             try await store.update(records[index])
         }
@@ -170,19 +171,6 @@ enum PeerWorkloads {
         let seconds = monotonicSeconds() - start
         guard count == expected else { throw PeerError("opened \(count) of \(expected) records") }
         print("\(seconds) \(peakResidentMiB() ?? .nan)")
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so both engines update the same records.
-struct PeerRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next(below bound: Int) -> Int {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int((z ^ (z >> 31)) % UInt64(bound))
     }
 }
 
