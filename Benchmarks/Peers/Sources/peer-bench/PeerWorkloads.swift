@@ -150,7 +150,7 @@ enum PeerWorkloads {
             try await store.insert(batch: records)
             try await store.settle()
         }
-        let report = try PeerChild.run(["--child-open", Store.name, directory.url.path, "\(records.count)"])
+        let report = try ChildProcess.launch(["--child-open", Store.name, directory.url.path, "\(records.count)"]).readAll()
         let fields = report.split(separator: " ").compactMap { Double($0) }
         guard fields.count == 2 else { throw PeerError("child open printed \(report)") }
         return BenchResult(name: "open", variant: Store.name, n: records.count, seconds: fields[0], peakResidentMiB: fields[1])
@@ -171,25 +171,5 @@ enum PeerWorkloads {
         let seconds = monotonicSeconds() - start
         guard count == expected else { throw PeerError("opened \(count) of \(expected) records") }
         print("\(seconds) \(peakResidentMiB() ?? .nan)")
-    }
-}
-
-/// Runs this executable again as a child process and returns what it prints.
-enum PeerChild {
-    static func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        #if os(Linux)
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        #else
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        #endif
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw PeerError("child \(arguments) exited with \(process.terminationStatus)") }
-        return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
