@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 import MirrorTesting
 
 /// `mirror-worker overlapping-read records|pending`: reads a mirror from inside a

@@ -41,7 +41,7 @@ enum ZoneSubscriptions {
 
     /// One zone's shared subscription.
     private struct Shared {
-        var subscription: DatabaseSubscription?
+        var subscription: MirrorCancellable?
         var members: [Int: WeakSubscriber] = [:]
         /// The highest token delivered to the members.
         var latest: ChangeToken?
@@ -95,7 +95,7 @@ enum ZoneSubscriptions {
         // subscriptions to one zone, even briefly.
         let number = try joining.withLock { _ throws -> Int in
             let subscribed = registry.withLock { $0.zones[key] != nil }
-            var fresh: DatabaseSubscription?
+            var fresh: MirrorCancellable?
             if !subscribed {
                 fresh = try database.subscribe(to: zone) { notification in
                     // The mirrors first, then the public face (observers, forwarding).
@@ -141,7 +141,7 @@ enum ZoneSubscriptions {
     }
 
     static func leave(_ key: Key, number: Int) {
-        let ended = registry.withLock { registry -> DatabaseSubscription? in
+        let ended = registry.withLock { registry -> MirrorCancellable? in
             guard var shared = registry.zones[key] else { return nil }
             shared.members[number] = nil
             if shared.members.isEmpty {
