@@ -234,7 +234,9 @@ import Testing
         let (watcher, events) = watcher(.native)
         try watcher.add(zone)
 
-        let holder = open(zone, O_RDONLY | O_DIRECTORY)
+        // Not inherited by the child processes other tests start meanwhile, which would hold
+        // the directory (and its deletion event) until they end.
+        let holder = open(zone, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         try #require(holder >= 0)
         try FileManager.default.removeItem(atPath: zone)
         #expect(await events.wait(for: zone))

@@ -133,10 +133,12 @@ struct SyncEngine<Record: Recordable> {
     mutating func show(
         _ id: String, _ value: Record?, origin: MirrorChange<Record>.Origin, state: MirrorChange<Record>.State
     ) {
-        // The order reads copies of the parts it needs (shared, not copied): `records`
-        // changes meanwhile.
-        let (pull, queue) = (self.pull, self.queue)
-        let order = { (id: String) in Self.creationOrder(of: id, pull: pull, queue: queue) }
+        // The order reads the tables it needs (shared, not copied): `records` changes
+        // meanwhile.
+        let (stored, inFlight, pending) = (pull.storedRecords, queue.inFlight, queue.pending)
+        let order = { (id: String) in
+            Self.creationOrder(of: id, stored: stored, inFlight: inFlight, pending: pending)
+        }
         guard let change = records.set(id, value, orderedBy: order) else { return }
         emit(MirrorChange(kind: change.kind, recordID: id, record: value, origin: origin, state: state))
     }

@@ -63,12 +63,17 @@ extension SyncEngine {
     /// Where the record with `id` sits in the default order: its stored creation clock, or,
     /// for a creation not committed yet, the timestamp its commit will carry.
     func creationOrder(of id: String) -> CreationOrder {
-        Self.creationOrder(of: id, pull: pull, queue: queue)
+        Self.creationOrder(of: id, stored: pull.storedRecords, inFlight: queue.inFlight, pending: queue.pending)
     }
 
-    static func creationOrder(of id: String, pull: PullTracker<Record>, queue: CommitQueue<Record>) -> CreationOrder {
-        if let stored = pull[id], !stored.isDeleted { return CreationOrder(created: stored.created, id: id) }
-        if let entry = queue.inFlight[id] ?? queue.pending[id] { return CreationOrder(created: entry.timestamp, id: id) }
+    /// ``creationOrder(of:)`` from the tables it reads (which a caller can hold while it
+    /// changes the records shown).
+    static func creationOrder(
+        of id: String, stored: IDMap<StoredRecord>, inFlight: IDMap<PendingEntry<Record>>,
+        pending: IDMap<PendingEntry<Record>>
+    ) -> CreationOrder {
+        if let stored = stored[id], !stored.isDeleted { return CreationOrder(created: stored.created, id: id) }
+        if let entry = inFlight[id] ?? pending[id] { return CreationOrder(created: entry.timestamp, id: id) }
         return .unknown(id)
     }
 
