@@ -4,6 +4,7 @@
 //     Scripts/with-postgres.sh swift run -c release mirror-bench-postgres           # a table
 //     Scripts/with-postgres.sh swift run -c release mirror-bench-postgres --quick --json
 //     mirror-bench-postgres --url postgres://ROLE@HOST/DATABASE
+//     mirror-bench-postgres --only commit           # one workload (and its baseline)
 //
 // Workloads, each against a fresh database of the server:
 //   raw-insert   one-row INSERT round trips through postgres-nio (autocommit): the floor of a commit
@@ -34,6 +35,7 @@ if arguments.first == "--child-watch", arguments.count == 3, let expected = Int(
 var quick = false
 var json = false
 var url = ProcessInfo.processInfo.environment["MAGICMIRROR_POSTGRES_URL"]
+var only: String?
 var index = 0
 while index < arguments.count {
     switch arguments[index] {
@@ -42,8 +44,11 @@ while index < arguments.count {
     case "--url" where index + 1 < arguments.count:
         index += 1
         url = arguments[index]
+    case "--only" where index + 1 < arguments.count:
+        index += 1
+        only = arguments[index]
     case "--help", "-h":
-        print("usage: mirror-bench-postgres [--quick] [--json] [--url URL]  (default: $MAGICMIRROR_POSTGRES_URL)")
+        print("usage: mirror-bench-postgres [--quick] [--json] [--only WORKLOAD] [--url URL]  (default: $MAGICMIRROR_POSTGRES_URL)")
         exit(0)
     default:
         FileHandle.standardError.write(Data("mirror-bench-postgres: unknown argument \(arguments[index])\n".utf8))
@@ -57,6 +62,12 @@ guard let url else {
     exit(2)
 }
 
+let workloads = ["raw-insert", "commit", "raw-notify", "propagate"]
+if let only, !workloads.contains(only) {
+    FileHandle.standardError.write(Data(
+        "mirror-bench-postgres: no workload \(only); there are \(workloads.joined(separator: ", "))\n".utf8))
+    exit(2)
+}
 let count = quick ? 50 : 1_000
 if !json {
     print("mirror-bench-postgres \(quick ? "(quick) " : "")on \(ProcessInfo.processInfo.activeProcessorCount) cores, \(Date())")
@@ -64,12 +75,20 @@ if !json {
 do {
     let bench = PostgresBench(url: url)
     var results: [BenchResult] = []
-    let rawInsert = try await bench.rawInsert(count: count)
-    results.append(rawInsert)
-    results.append(try await bench.commit(count: count, baseline: rawInsert))
-    let rawNotify = try await bench.rawNotify(count: count)
-    results.append(rawNotify)
-    results.append(try await bench.propagate(count: count, baseline: rawNotify))
+    /// Whether to run `workload`: every one, or the one asked for and its baseline.
+    func runs(_ workload: String, baselineOf: String? = nil) -> Bool {
+        only == nil || only == workload || (baselineOf != nil && only == baselineOf)
+    }
+    if runs("raw-insert", baselineOf: "commit") || runs("commit") {
+        let rawInsert = try await bench.rawInsert(count: count)
+        results.append(rawInsert)
+        if runs("commit") { results.append(try await bench.commit(count: count, baseline: rawInsert)) }
+    }
+    if runs("raw-notify", baselineOf: "propagate") || runs("propagate") {
+        let rawNotify = try await bench.rawNotify(count: count)
+        results.append(rawNotify)
+        if runs("propagate") { results.append(try await bench.propagate(count: count, baseline: rawNotify)) }
+    }
     if json {
         for result in results { print(Output.json(result)) }
     } else {
