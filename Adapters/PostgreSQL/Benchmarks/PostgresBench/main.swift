@@ -11,6 +11,7 @@
 //   commit       PostgreSQLDatabase.commit of one record (a transaction, its version check and NOTIFY)
 //   raw-notify   NOTIFY on one connection to its arrival on a LISTEN connection: the floor of propagate
 //   propagate    commit return in this process to the mirror's update in another process
+//   asset        a 1 GiB file (16 MiB with --quick) stored as an asset and read back, with the peak memory
 // `--json` prints one object per line in mirror-bench's shape (Measurement.swift, shared).
 import Foundation
 import Logging
@@ -62,7 +63,7 @@ guard let url else {
     exit(2)
 }
 
-let workloads = ["raw-insert", "commit", "raw-notify", "propagate"]
+let workloads = ["raw-insert", "commit", "raw-notify", "propagate", "asset"]
 if let only, !workloads.contains(only) {
     FileHandle.standardError.write(Data(
         "mirror-bench-postgres: no workload \(only); there are \(workloads.joined(separator: ", "))\n".utf8))
@@ -89,6 +90,7 @@ do {
         results.append(rawNotify)
         if runs("propagate") { results.append(try await bench.propagate(count: count, baseline: rawNotify)) }
     }
+    if runs("asset") { results += try await bench.asset(mebibytes: quick ? 16 : 1_024) }
     if json {
         for result in results { print(Output.json(result)) }
     } else {

@@ -33,6 +33,11 @@ import Synchronization
 /// unwritable to every other role. Connect each user as their own role; the role that owns
 /// the schema is not restricted (it runs migrations and ``compactHistory(of:)``).
 ///
+/// **Assets.** It is an ``AssetDatabase``: a mirror on it stores files that records carry
+/// (`Mirror.storeAsset(contentsOf:)`), streamed to the server in chunks, committed before
+/// the record that refers to them, and collected once nothing refers to them (see the
+/// article "Running on PostgreSQL").
+///
 /// **Notifications** are hints: after a lost connection or a server restart, the database
 /// reconnects with backoff, reports the outage once as a transient ``MirrorError`` (kind
 /// ``MirrorError/Kind/unavailable``, posted as `.mirrorError`), and then pulls each
@@ -56,6 +61,11 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
     let baseGeneration: Int
     private let runTask: Task<Void, Never>
     let listening: Listening
+    /// The lock that keeps the assets this instance stored from collection (see
+    /// PostgreSQLDatabase+Assets.swift).
+    let presence: AssetPresence
+    /// Where ``fileURL(for:in:)`` keeps the assets it downloads.
+    let assetCache: AssetCache
 
     /// Opens a database from a connection URL.
     ///
@@ -96,7 +106,10 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
         self.client = client
         runTask = Task { await client.run() }
         role = configuration.username
-        writerID = "pg-" + UUID().uuidString.lowercased()
+        let writerID = "pg-" + UUID().uuidString.lowercased()
+        self.writerID = writerID
+        presence = AssetPresence(client: client, logger: logger, writer: writerID)
+        assetCache = AssetCache(writer: writerID)
         do {
             // A server that went away while this opens would hold it forever: give up as
             // timedOut (transient), which the caller may retry.
@@ -114,12 +127,17 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
 
     deinit {
         listening.stop()
+        presence.stop()
+        assetCache.remove()
         runTask.cancel()
     }
 
-    /// Ends every connection and subscription. Calls after it fail.
+    /// Ends every connection and subscription, and removes the asset files
+    /// ``fileURL(for:in:)`` downloaded. Calls after it fail.
     public func close() async {
         listening.stop()
+        presence.stop()
+        assetCache.remove()
         runTask.cancel()
         await runTask.value
     }

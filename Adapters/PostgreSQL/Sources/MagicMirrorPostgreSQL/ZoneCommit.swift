@@ -42,7 +42,7 @@ struct ZoneCommit: Sendable {
             else {
                 // No row: a zone never written (create it, once), or one the role may not see.
                 guard !createdZone else { throw denied() }
-                try await createZone(on: connection, logger: logger)
+                try await ZoneRow.create(key, generation: baseGeneration, on: connection, logger: logger)
                 createdZone = true
                 continue
             }
@@ -53,10 +53,31 @@ struct ZoneCommit: Sendable {
                 let changed = produced.compactMap { $0 }
                 var token = row.token
                 if !changed.isEmpty {
-                    guard let sequence = try await RecordRows.write(
+                    switch try await RecordRows.write(
                         changed, over: row, key: key, writer: writer, on: connection, logger: logger)
-                    else { continue } // another commit went first: read again
-                    token = ChangeToken(generation: row.generation, sequence: sequence)
+                    {
+                    case .written(let sequence):
+                        token = ChangeToken(generation: row.generation, sequence: sequence)
+                    case .moved:
+                        continue // another commit, or a collection, went first: read again
+                    case .invalidReference(let id, let value):
+                        var error = MirrorError(
+                            .invalidRecord,
+                            "record \(id) refers to the asset \(value), which is not an asset digest (64 "
+                                + "lowercase hexadecimal digits); the key \"$asset\" is reserved for assets. "
+                                + "Nothing was stored.",
+                            recordIDs: [id], recordType: zone.recordType, scope: zone.scope)
+                        error.nothingStored = true
+                        throw error
+                    case .missingAssets(let ids, let digests):
+                        var error = MirrorError(
+                            .notFound,
+                            "the asset \(digests.sorted().joined(separator: ", ")) is not stored in \(zone); the "
+                                + "records that refer to it were not committed. Store the asset in this zone first.",
+                            recordIDs: ids.sorted(), recordType: zone.recordType, scope: zone.scope)
+                        error.nothingStored = true
+                        throw error
+                    }
                 }
                 var results: [CommitOutcome.Result] = []
                 for (index, record) in produced.enumerated() {
@@ -72,17 +93,6 @@ struct ZoneCommit: Sendable {
             .unavailable,
             "committing to \(zone): other commits to the zone went first \(Self.maximumAttempts) times in a row",
             recordType: zone.recordType, scope: zone.scope)
-    }
-
-    /// Creates the zone's row, unless it exists. Row-level security refuses another role's
-    /// private zone here.
-    private func createZone(on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query(
-            """
-            INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
-            VALUES (\(key.scope), \(key.owner), \(key.recordType), \(baseGeneration))
-            ON CONFLICT (scope, owner, record_type) DO NOTHING
-            """, logger: logger)
     }
 
     private func denied() -> MirrorError {

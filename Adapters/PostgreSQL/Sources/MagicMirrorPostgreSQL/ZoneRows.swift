@@ -29,6 +29,9 @@ struct ZoneRow: Sendable {
     let generation: Int
     let baseSequence: Int
     let lastSequence: Int
+    /// How many times a collection removed assets of the zone: a commit that read the zone
+    /// before one did plans again, so it cannot refer to an asset the collection removed.
+    let assetsEpoch: Int
 
     /// The zone's token: ``ChangeToken/initial`` until its first commit.
     var token: ChangeToken {
@@ -48,9 +51,20 @@ struct ZoneRow: Sendable {
         try await first(
             connection.query(
                 """
-                SELECT zone_id, generation, base_seq, last_seq FROM magicmirror.zones
+                SELECT zone_id, generation, base_seq, last_seq, assets_epoch FROM magicmirror.zones
                 WHERE scope = \(key.scope) AND owner = \(key.owner) AND record_type = \(key.recordType)
                 """, logger: logger))
+    }
+
+    /// Creates the zone's row with the given first generation, unless it exists. Row-level
+    /// security refuses another role's private zone here.
+    static func create(_ key: ZoneKey, generation: Int, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            """
+            INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
+            VALUES (\(key.scope), \(key.owner), \(key.recordType), \(generation))
+            ON CONFLICT (scope, owner, record_type) DO NOTHING
+            """, logger: logger)
     }
 
     /// The zone's row, locked until the transaction ends: commits to one zone take turns,
@@ -59,15 +73,15 @@ struct ZoneRow: Sendable {
         try await first(
             connection.query(
                 """
-                SELECT zone_id, generation, base_seq, last_seq FROM magicmirror.zones
+                SELECT zone_id, generation, base_seq, last_seq, assets_epoch FROM magicmirror.zones
                 WHERE scope = \(key.scope) AND owner = \(key.owner) AND record_type = \(key.recordType)
                 FOR UPDATE
                 """, logger: logger))
     }
 
     private static func first(_ rows: PostgresRowSequence) async throws -> ZoneRow? {
-        for try await (zoneID, generation, base, last) in rows.decode((Int, Int, Int, Int).self) {
-            return ZoneRow(zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last)
+        for try await (zoneID, generation, base, last, epoch) in rows.decode((Int, Int, Int, Int, Int).self) {
+            return ZoneRow(zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last, assetsEpoch: epoch)
         }
         return nil
     }
@@ -96,7 +110,7 @@ enum RecordRows {
     ) async throws -> (ZoneRow, [RecordKey: StoredRecord])? {
         let rows = try await connection.query(
             """
-            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, \(unescaped: columns)
+            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns)
             FROM magicmirror.zones z
             LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id AND r.id = ANY(\(ids)::text[])
             WHERE z.scope = \(key.scope) AND z.owner = \(key.owner) AND z.record_type = \(key.recordType)
@@ -121,7 +135,7 @@ enum RecordRows {
         let sequence = token?.sequence ?? -1
         let rows = try await connection.query(
             """
-            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, \(unescaped: columns)
+            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns)
             FROM magicmirror.zones z
             LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id
                 AND CASE WHEN \(generation)::int8 = z.generation AND \(sequence)::int8 >= z.base_seq
@@ -134,19 +148,38 @@ enum RecordRows {
         return (row, records, !(token.map(row.canContinue(from:)) ?? false))
     }
 
+    /// What ``write(_:over:key:writer:on:logger:)`` did.
+    enum WriteOutcome: Sendable {
+        /// Stored as the change with this sequence number.
+        case written(Int)
+        /// Nothing stored: another commit, or a collection of assets, went first.
+        case moved
+        /// Nothing stored: record `id` refers to an asset with `value`, which is no digest.
+        case invalidReference(id: String, value: String)
+        /// Nothing stored: the records `ids` refer to the assets `digests`, which the zone
+        /// does not hold.
+        case missingAssets(ids: [String], digests: [String])
+    }
+
+    /// The bytes `"$asset"`: fields without them refer to no asset, and the server does not
+    /// parse them.
+    private static let assetMarker = Data(#""$asset""#.utf8)
+
     /// Stores `records` as one change, in one statement, if the zone is still as `row`
-    /// shows it: locks the zone's row, and when its generation and sequences are those of
-    /// `row` (no other commit since `row` was read), draws the next number of the server's
-    /// sequence, upserts every record with it, moves the zone's last sequence and sends
-    /// the `NOTIFY`. A commit that ran meanwhile holds the lock first, moves the sequence,
+    /// shows it and every asset they refer to is stored in the zone: locks the zone's row,
+    /// and when its generation, sequences and assets epoch are those of `row` (no other
+    /// commit and no collection since `row` was read), draws the next number of the
+    /// server's sequence, upserts every record with it, moves the zone's last sequence,
+    /// releases `writer`'s holds on the assets the records refer to, and sends the
+    /// `NOTIFY`. A commit that ran meanwhile holds the lock first and moves the sequence,
     /// and this statement then writes nothing.
     ///
-    /// - Returns: The sequence number of the change, or `nil` when the zone moved on since
-    ///   `row` was read (read it again and plan again).
+    /// The server finds the assets a record refers to (every JSON object with the key
+    /// `"$asset"`, at any depth) in the fields of the records that contain `"$asset"`.
     static func write(
         _ records: [StoredRecord], over row: ZoneRow, key: ZoneKey, writer: String,
         on connection: PostgresConnection, logger: Logger
-    ) async throws -> Int? {
+    ) async throws -> WriteOutcome {
         let ids = records.map(\.id)
         let versions = records.map(\.version)
         let fields = records.map { ByteBuffer(bytes: $0.fields ?? Data()) }
@@ -156,13 +189,28 @@ enum RecordRows {
         let writers = records.map(\.writer)
         let createdMillis = records.map { Int($0.created.millis) }
         let createdCounters = records.map { Int($0.created.counter) }
+        let referring = records.filter { $0.fields?.range(of: assetMarker) != nil }
+        let referringIDs = referring.map(\.id)
+        let referringFields = referring.map { ByteBuffer(bytes: $0.fields ?? Data()) }
         // The payload is NotificationPayload's text, made by the server once it drew the sequence.
         let rows = try await connection.query(
             """
-            WITH locked AS (
+            WITH refs AS (
+                SELECT f.id, v FROM unnest(\(referringIDs)::text[], \(referringFields)::bytea[]) AS f(id, fields),
+                     LATERAL jsonb_path_query(convert_from(f.fields, 'UTF8')::jsonb, 'strict $.**."$asset"') AS v),
+            invalid AS (
+                SELECT id, v::text AS value FROM refs
+                WHERE jsonb_typeof(v) <> 'string' OR (v #>> '{}') !~ '^[0-9a-f]{64}$'),
+            missing AS (
+                SELECT refs.id, v #>> '{}' AS digest FROM refs
+                WHERE NOT EXISTS (SELECT 1 FROM invalid) AND NOT EXISTS (
+                    SELECT 1 FROM magicmirror.assets a WHERE a.zone_id = \(row.zoneID) AND a.digest = v #>> '{}')),
+            locked AS (
                 SELECT zone_id FROM magicmirror.zones
                 WHERE zone_id = \(row.zoneID) AND generation = \(row.generation)
                   AND base_seq = \(row.baseSequence) AND last_seq = \(row.lastSequence)
+                  AND assets_epoch = \(row.assetsEpoch)
+                  AND NOT EXISTS (SELECT 1 FROM invalid) AND NOT EXISTS (SELECT 1 FROM missing)
                 FOR UPDATE),
             drawn AS (SELECT nextval('magicmirror.change_seq') AS seq FROM locked),
             written AS (
@@ -184,14 +232,28 @@ enum RecordRows {
             moved AS (
                 UPDATE magicmirror.zones AS z SET last_seq = drawn.seq FROM drawn
                 WHERE z.zone_id = \(row.zoneID)),
+            released AS (
+                DELETE FROM magicmirror.asset_holds h USING drawn
+                WHERE h.zone_id = \(row.zoneID) AND h.writer = \(writer)
+                  AND h.digest IN (SELECT v #>> '{}' FROM refs)),
             notified AS (
                 SELECT pg_notify(\(NotificationPayload.channel),
                                  concat_ws(' ', \(row.zoneID)::int8, \(row.generation)::int8, drawn.seq, \(writer)::text))
                 FROM drawn)
-            SELECT drawn.seq FROM drawn, (SELECT count(*) FROM notified) AS sent
+            SELECT (SELECT seq FROM drawn), (SELECT count(*) FROM notified),
+                   (SELECT id FROM invalid LIMIT 1), (SELECT value FROM invalid LIMIT 1),
+                   (SELECT array_agg(DISTINCT id) FROM missing), (SELECT array_agg(DISTINCT digest) FROM missing)
             """, logger: logger)
-        for try await sequence in rows.decode(Int.self) { return sequence }
-        return nil
+        for try await (sequence, _, invalidID, invalidValue, missingIDs, missingDigests) in rows.decode(
+            (Int?, Int, String?, String?, [String]?, [String]?).self
+        ) {
+            if let sequence { return .written(sequence) }
+            if let invalidID { return .invalidReference(id: invalidID, value: invalidValue ?? "") }
+            if let missingDigests, !missingDigests.isEmpty {
+                return .missingAssets(ids: missingIDs ?? [], digests: missingDigests)
+            }
+        }
+        return .moved
     }
 
     /// Reads the rows of a zone-and-records query: the zone's columns on every row, a
@@ -199,12 +261,13 @@ enum RecordRows {
     private static func zoneAndRecords(_ rows: PostgresRowSequence) async throws -> (ZoneRow, [StoredRecord])? {
         var zone: ZoneRow?
         var records: [StoredRecord] = []
-        for try await (zoneID, generation, base, last, id, version, fields, millis, counter, writer, createdMillis,
-                       createdCounter) in rows.decode(
-            (Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?).self
+        for try await (zoneID, generation, base, last, epoch, id, version, fields, millis, counter, writer,
+                       createdMillis, createdCounter) in rows.decode(
+            (Int, Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?).self
         ) {
             if zone == nil {
-                zone = ZoneRow(zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last)
+                zone = ZoneRow(
+                    zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last, assetsEpoch: epoch)
             }
             if let record = record((id, version, fields, millis, counter, writer, createdMillis, createdCounter)) {
                 records.append(record)
