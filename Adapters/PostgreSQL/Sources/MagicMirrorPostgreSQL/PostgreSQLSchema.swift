@@ -132,24 +132,7 @@ enum PostgreSQLSchema {
                 lock_key integer NOT NULL,
                 PRIMARY KEY (zone_id, digest, writer))
             """,
-            "ALTER TABLE magicmirror.assets ENABLE ROW LEVEL SECURITY",
-            "ALTER TABLE magicmirror.asset_chunks ENABLE ROW LEVEL SECURITY",
-            "ALTER TABLE magicmirror.asset_holds ENABLE ROW LEVEL SECURITY",
-            """
-            CREATE POLICY scope_owner ON magicmirror.assets
-                USING (scope = 'public' OR owner = current_user::text)
-                WITH CHECK (scope = 'public' OR owner = current_user::text)
-            """,
-            """
-            CREATE POLICY scope_owner ON magicmirror.asset_chunks
-                USING (scope = 'public' OR owner = current_user::text)
-                WITH CHECK (scope = 'public' OR owner = current_user::text)
-            """,
-            """
-            CREATE POLICY scope_owner ON magicmirror.asset_holds
-                USING (scope = 'public' OR owner = current_user::text)
-                WITH CHECK (scope = 'public' OR owner = current_user::text)
-            """,
+        ] + ["assets", "asset_chunks", "asset_holds"].flatMap(privateLikeRecords) + [
             """
             GRANT SELECT, INSERT, DELETE
             ON magicmirror.assets, magicmirror.asset_chunks, magicmirror.asset_holds TO PUBLIC
@@ -158,6 +141,19 @@ enum PostgreSQLSchema {
             "GRANT USAGE ON SEQUENCE magicmirror.asset_content_seq TO PUBLIC",
         ],
     ]
+
+    /// Row-level security on `magicmirror.<table>` as on `records`: a role sees and writes
+    /// public rows and its own private rows. (`table` is one of this file's names.)
+    private static func privateLikeRecords(_ table: String) -> [PostgresQuery] {
+        [
+            PostgresQuery(unsafeSQL: "ALTER TABLE magicmirror.\(table) ENABLE ROW LEVEL SECURITY"),
+            PostgresQuery(unsafeSQL: """
+                CREATE POLICY scope_owner ON magicmirror.\(table)
+                    USING (scope = 'public' OR owner = current_user::text)
+                    WITH CHECK (scope = 'public' OR owner = current_user::text)
+                """),
+        ]
+    }
 
     /// Brings the schema up to ``currentVersion`` (creating it on a fresh database) and
     /// returns the database's identifier and base generation.

@@ -33,28 +33,33 @@ struct PostgreSQLAssetProcessTests {
         return url
     }
 
-    private func photos(_ url: String) throws -> PhotoProcess {
-        PhotoProcess(process: try Subprocess(
-            PackageExecutable.url("pg-mirror-worker"), ["--photos", url], standardInput: true))
+    /// Runs `body` with a fresh database, `count` ready photo workers on it, and a path for
+    /// a copy; afterwards kills the workers and removes the copy and `files`.
+    private func withPhotoWorkers(
+        _ count: Int, removing files: [URL],
+        _ body: (_ workers: [PhotoProcess], _ copy: URL, _ database: String) async throws -> Void
+    ) async throws {
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("copy-\(UUID().uuidString)")
+        defer { for file in files + [copy] { try? FileManager.default.removeItem(at: file) } }
+        try await TestServer.withDatabase { name, opened in
+            let url = TestServer.url(database: name)
+            _ = try await opened.open(url) // the schema, before the workers race to make it
+            var workers: [PhotoProcess] = []
+            defer { for worker in workers { worker.process.kill() } }
+            for _ in 0..<count {
+                workers.append(PhotoProcess(process: try Subprocess(
+                    PackageExecutable.url("pg-mirror-worker"), ["--photos", url], standardInput: true)))
+            }
+            for worker in workers { try await worker.ready() }
+            try await body(workers, copy, name)
+        }
     }
 
     @Test func anAssetStoredByOneProcessIsReadByAnotherAndCollectedOnlyOnceItsWriterIsGone() async throws {
-        try await TestServer.withDatabase { name, opened in
-            let url = TestServer.url(database: name)
-            _ = try await opened.open(url)
-            let first = try makeFile(size: 3 * (1 << 20) + 17, seed: 1)
-            let second = try makeFile(size: 1000, seed: 2)
-            let copy = FileManager.default.temporaryDirectory.appendingPathComponent("copy-\(UUID().uuidString)")
-            defer { for file in [first, second, copy] { try? FileManager.default.removeItem(at: file) } }
-            let writer = try photos(url)
-            let reader = try photos(url)
-            defer {
-                writer.process.kill()
-                reader.process.kill()
-            }
-            try await writer.ready()
-            try await reader.ready()
-
+        let first = try makeFile(size: 3 * (1 << 20) + 17, seed: 1)
+        let second = try makeFile(size: 1000, seed: 2)
+        try await withPhotoWorkers(2, removing: [first, second]) { workers, copy, _ in
+            let (writer, reader) = (workers[0], workers[1])
             let asset = try await writer.send("store \(first.path)").dropFirst(3)
             try await writer.send("append harbour \(asset)")
             try await writer.send("committed")
@@ -82,15 +87,9 @@ struct PostgreSQLAssetProcessTests {
     }
 
     @Test func hostileAssetValuesAndChangedBytesAreReportedAndLoseNothingElse() async throws {
-        try await TestServer.withDatabase { name, opened in
-            let url = TestServer.url(database: name)
-            _ = try await opened.open(url)
-            let file = try makeFile(size: 5000, seed: 3)
-            let copy = FileManager.default.temporaryDirectory.appendingPathComponent("copy-\(UUID().uuidString)")
-            defer { for path in [file, copy] { try? FileManager.default.removeItem(at: path) } }
-            let worker = try photos(url)
-            defer { worker.process.kill() }
-            try await worker.ready()
+        let file = try makeFile(size: 5000, seed: 3)
+        try await withPhotoWorkers(1, removing: [file]) { workers, copy, name in
+            let worker = workers[0]
             let asset = try await worker.send("store \(file.path)").dropFirst(3)
             try await worker.send("append good \(asset)")
             try await worker.send("committed")
@@ -135,21 +134,10 @@ struct PostgreSQLAssetProcessTests {
     /// A 256 MiB asset stored by one process and read by another: neither holds it in
     /// memory (their peak resident memory stays far below its size).
     @Test func aLargeAssetIsStreamedBothWays() async throws {
-        try await TestServer.withDatabase { name, opened in
-            let url = TestServer.url(database: name)
-            _ = try await opened.open(url)
-            let size = 256 << 20
-            let file = try makeFile(size: size, seed: 4)
-            let copy = FileManager.default.temporaryDirectory.appendingPathComponent("copy-\(UUID().uuidString)")
-            defer { for path in [file, copy] { try? FileManager.default.removeItem(at: path) } }
-            let writer = try photos(url)
-            let reader = try photos(url)
-            defer {
-                writer.process.kill()
-                reader.process.kill()
-            }
-            try await writer.ready()
-            try await reader.ready()
+        let size = 256 << 20
+        let file = try makeFile(size: size, seed: 4)
+        try await withPhotoWorkers(2, removing: [file]) { workers, copy, _ in
+            let (writer, reader) = (workers[0], workers[1])
             let asset = try await writer.send("store \(file.path)").dropFirst(3)
             try await writer.send("append big \(asset)")
             try await writer.send("committed")
