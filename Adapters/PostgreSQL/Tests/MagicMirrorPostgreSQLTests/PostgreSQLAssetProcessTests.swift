@@ -102,18 +102,9 @@ struct PostgreSQLAssetProcessTests {
             // A writer with SQL access plants a record whose asset is a path, and changes
             // the stored bytes of the good asset.
             _ = try await TestServer.withAdmin(database: name) { client in
-                try await client.query(
-                    """
-                    WITH drawn AS (SELECT nextval('magicmirror.change_seq') AS seq),
-                         zone AS (UPDATE magicmirror.zones SET last_seq = (SELECT seq FROM drawn)
-                                  WHERE scope = 'public' AND record_type = 'Photo' RETURNING zone_id)
-                    INSERT INTO magicmirror.records
-                        (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq,
-                         created_millis, created_counter)
-                    SELECT zone_id, 'public', '', 'evil',
-                           1, convert_to('{"id":"evil","image":{"$asset":"../../../etc/passwd","size":1}}', 'UTF8'),
-                           1, 0, 'outsider', (SELECT seq FROM drawn), 1, 0 FROM zone
-                    """, logger: TestServer.logger)
+                try await TestServer.plant(
+                    "evil", fields: #"{"id":"evil","image":{"$asset":"../../../etc/passwd","size":1}}"#,
+                    recordType: "Photo", with: client)
                 try await client.query(
                     "SELECT pg_notify('magicmirror', zone_id || ' 0 0 outsider') FROM magicmirror.zones",
                     logger: TestServer.logger)
