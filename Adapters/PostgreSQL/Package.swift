@@ -11,8 +11,10 @@ let package = Package(
     dependencies: [
         .package(name: "MagicMirror", path: "../.."),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
-        // Comes with postgres-nio; named because the adapter imports it (a silent logger).
+        // Come with postgres-nio; named because the adapter imports them (a silent logger;
+        // SHA-256, the digest that names an asset).
         .package(url: "https://github.com/apple/swift-log.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.9.0"..<"6.0.0"),
     ],
     targets: [
         .target(
@@ -21,6 +23,7 @@ let package = Package(
                 .product(name: "MagicMirror", package: "MagicMirror"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // mirror-todo on a server: the root package's console (TodoConsoleKit), another database.

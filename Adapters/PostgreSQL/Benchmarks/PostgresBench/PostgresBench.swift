@@ -144,6 +144,49 @@ struct PostgresBench {
         await database.close()
     }
 
+    // MARK: - Assets
+
+    /// Stores a file of `mebibytes` MiB as an asset (streamed to the server in chunks) and
+    /// reads it back piece by piece, in this process; the peak resident memory shows that
+    /// neither direction holds the asset in memory.
+    func asset(mebibytes: Int) async throws -> [BenchResult] {
+        try await withDatabase { name in
+            let database = try await PostgreSQLDatabase(url: Self.url(url, database: name))
+            let zone = ZoneID.public("BenchAsset")
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("bench-asset-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: file) }
+            _ = FileManager.default.createFile(atPath: file.path, contents: nil)
+            let output = try FileHandle(forWritingTo: file)
+            for block in 0..<mebibytes {
+                try output.write(contentsOf: Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ block) }))
+            }
+            try output.close()
+            let bytes = Double(mebibytes << 20)
+            var start = monotonicSeconds()
+            let asset = try await database.storeAsset(contentsOf: file, in: zone)
+            let stored = monotonicSeconds() - start
+            let afterStore = peakResidentMiB()
+            start = monotonicSeconds()
+            var read = 0
+            for try await piece in database.contents(of: asset, in: zone, chunkSize: 1 << 20) { read += piece.count }
+            let readSeconds = monotonicSeconds() - start
+            await database.close()
+            guard read == mebibytes << 20 else { throw BenchError("read \(read) bytes of \(mebibytes << 20)") }
+            return [
+                BenchResult(
+                    name: "asset-store", n: mebibytes, seconds: stored,
+                    peakResidentMiB: afterStore,
+                    note: String(format: "%d MiB file to the server in 1 MiB chunks, one transaction: %.0f MiB/s",
+                                 mebibytes, bytes / stored / 1_048_576)),
+                BenchResult(
+                    name: "asset-read", n: mebibytes, seconds: readSeconds,
+                    peakResidentMiB: peakResidentMiB(),
+                    note: String(format: "%d MiB back in 1 MiB pieces, digest checked: %.0f MiB/s",
+                                 mebibytes, bytes / readSeconds / 1_048_576)),
+            ]
+        }
+    }
+
     // MARK: - Support
 
     /// The figures of one workload: mean per operation, p50, p99 and max, and the ratio of

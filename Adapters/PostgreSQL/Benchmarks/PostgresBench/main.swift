@@ -4,13 +4,16 @@
 //     Scripts/with-postgres.sh swift run -c release mirror-bench-postgres           # a table
 //     Scripts/with-postgres.sh swift run -c release mirror-bench-postgres --quick --json
 //     mirror-bench-postgres --url postgres://ROLE@HOST/DATABASE
+//     mirror-bench-postgres --only commit           # one workload (with its baseline)
 //
 // Workloads, each against a fresh database of the server:
 //   raw-insert   one-row INSERT round trips through postgres-nio (autocommit): the floor of a commit
 //   commit       PostgreSQLDatabase.commit of one record (a transaction, its version check and NOTIFY)
 //   raw-notify   NOTIFY on one connection to its arrival on a LISTEN connection: the floor of propagate
 //   propagate    commit return in this process to the mirror's update in another process
-// `--json` prints one object per line in mirror-bench's shape (Measurement.swift, shared).
+//   asset        a 1 GiB file (16 MiB with --quick) stored as an asset and read back, with the peak memory
+// The command line (`--quick`, `--json`, `--only`) and the `--json` shape are mirror-bench's
+// (BenchCommand and BenchResult in Measurement.swift, shared).
 import Foundation
 import Logging
 import MagicMirror
@@ -21,62 +24,48 @@ import Synchronization
 signal(SIGPIPE, SIG_IGN)
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-if arguments.first == "--child-watch", arguments.count == 3, let expected = Int(arguments[2]) {
-    do {
-        try await PostgresBench.watch(url: arguments[1], expected: expected)
-        exit(0)
-    } catch {
-        FileHandle.standardError.write(Data("mirror-bench-postgres --child-watch: \(error)\n".utf8))
-        exit(1)
+await BenchCommand.runChild(program: "mirror-bench-postgres", arguments) { mode, rest in
+    guard mode == "--child-watch", rest.count == 2, let expected = Int(rest[1]) else {
+        throw BenchError("unknown child mode \(mode) \(rest)")
     }
+    try await PostgresBench.watch(url: rest[0], expected: expected)
 }
 
-var quick = false
-var json = false
-var url = ProcessInfo.processInfo.environment["MAGICMIRROR_POSTGRES_URL"]
-var index = 0
-while index < arguments.count {
-    switch arguments[index] {
-    case "--quick": quick = true
-    case "--json": json = true
-    case "--url" where index + 1 < arguments.count:
-        index += 1
-        url = arguments[index]
-    case "--help", "-h":
-        print("usage: mirror-bench-postgres [--quick] [--json] [--url URL]  (default: $MAGICMIRROR_POSTGRES_URL)")
-        exit(0)
+let command = BenchCommand(
+    program: "mirror-bench-postgres", workloads: ["raw-insert", "commit", "raw-notify", "propagate", "asset"],
+    options: ["url": "URL (default: $MAGICMIRROR_POSTGRES_URL)"], arguments: arguments)
+guard let url = command.values["url"] ?? ProcessInfo.processInfo.environment["MAGICMIRROR_POSTGRES_URL"] else {
+    BenchCommand.fail(
+        "mirror-bench-postgres",
+        "no server: pass --url or set MAGICMIRROR_POSTGRES_URL (or run under Scripts/with-postgres.sh)")
+}
+
+let bench = PostgresBench(url: url)
+let count = command.quick ? 50 : 1_000
+/// The raw figures measured so far, the baselines of the workloads after them.
+var baselines: [String: BenchResult] = [:]
+/// A baseline workload's result: the one measured in this run, or measured now (and shown).
+@MainActor func baseline(_ name: String, _ measure: () async throws -> BenchResult) async throws -> (BenchResult, [BenchResult]) {
+    if let measured = baselines[name] { return (measured, []) }
+    let measured = try await measure()
+    baselines[name] = measured
+    return (measured, [measured])
+}
+/// The results of workload `name`.
+@MainActor func workload(_ name: String) async throws -> [BenchResult] {
+    switch name {
+    case "raw-insert":
+        return try await baseline(name) { try await bench.rawInsert(count: count) }.1
+    case "commit":
+        let (base, shown) = try await baseline("raw-insert") { try await bench.rawInsert(count: count) }
+        return shown + [try await bench.commit(count: count, baseline: base)]
+    case "raw-notify":
+        return try await baseline(name) { try await bench.rawNotify(count: count) }.1
+    case "propagate":
+        let (base, shown) = try await baseline("raw-notify") { try await bench.rawNotify(count: count) }
+        return shown + [try await bench.propagate(count: count, baseline: base)]
     default:
-        FileHandle.standardError.write(Data("mirror-bench-postgres: unknown argument \(arguments[index])\n".utf8))
-        exit(2)
+        return try await bench.asset(mebibytes: command.quick ? 16 : 1_024)
     }
-    index += 1
 }
-guard let url else {
-    FileHandle.standardError.write(Data(
-        "mirror-bench-postgres: no server: pass --url or set MAGICMIRROR_POSTGRES_URL (or run under Scripts/with-postgres.sh)\n".utf8))
-    exit(2)
-}
-
-let count = quick ? 50 : 1_000
-if !json {
-    print("mirror-bench-postgres \(quick ? "(quick) " : "")on \(ProcessInfo.processInfo.activeProcessorCount) cores, \(Date())")
-}
-do {
-    let bench = PostgresBench(url: url)
-    var results: [BenchResult] = []
-    let rawInsert = try await bench.rawInsert(count: count)
-    results.append(rawInsert)
-    results.append(try await bench.commit(count: count, baseline: rawInsert))
-    let rawNotify = try await bench.rawNotify(count: count)
-    results.append(rawNotify)
-    results.append(try await bench.propagate(count: count, baseline: rawNotify))
-    if json {
-        for result in results { print(Output.json(result)) }
-    } else {
-        print(Output.table(results))
-    }
-    exit(0)
-} catch {
-    FileHandle.standardError.write(Data("mirror-bench-postgres: \(error)\n".utf8))
-    exit(1)
-}
+await command.run { name in try await workload(name) }

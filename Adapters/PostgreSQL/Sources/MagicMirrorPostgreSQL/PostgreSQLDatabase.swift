@@ -33,6 +33,11 @@ import Synchronization
 /// unwritable to every other role. Connect each user as their own role; the role that owns
 /// the schema is not restricted (it runs migrations and ``compactHistory(of:)``).
 ///
+/// **Assets.** It is an ``AssetDatabase``: a mirror on it stores files that records carry
+/// (`Mirror.storeAsset(contentsOf:)`), streamed to the server in chunks, committed before
+/// the record that refers to them, and collected once nothing refers to them (see the
+/// article "Running on PostgreSQL").
+///
 /// **Notifications** are hints: after a lost connection or a server restart, the database
 /// reconnects with backoff, reports the outage once as a transient ``MirrorError`` (kind
 /// ``MirrorError/Kind/unavailable``, posted as `.mirrorError`), and then pulls each
@@ -56,6 +61,11 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
     let baseGeneration: Int
     private let runTask: Task<Void, Never>
     let listening: Listening
+    /// The lock that keeps the assets this instance stored from collection (see
+    /// PostgreSQLDatabase+Assets.swift).
+    let presence: AssetPresence
+    /// Where ``fileURL(for:in:)`` keeps the assets it downloads.
+    let assetCache: AssetCache
 
     /// Opens a database from a connection URL.
     ///
@@ -96,7 +106,10 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
         self.client = client
         runTask = Task { await client.run() }
         role = configuration.username
-        writerID = "pg-" + UUID().uuidString.lowercased()
+        let writerID = "pg-" + UUID().uuidString.lowercased()
+        self.writerID = writerID
+        presence = AssetPresence(client: client, logger: logger, writer: writerID)
+        assetCache = AssetCache(writer: writerID)
         do {
             // A server that went away while this opens would hold it forever: give up as
             // timedOut (transient), which the caller may retry.
@@ -114,12 +127,17 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
 
     deinit {
         listening.stop()
+        presence.stop()
+        assetCache.remove()
         runTask.cancel()
     }
 
-    /// Ends every connection and subscription. Calls after it fail.
+    /// Ends every connection and subscription, and removes the asset files
+    /// ``fileURL(for:in:)`` downloaded. Calls after it fail.
     public func close() async {
         listening.stop()
+        presence.stop()
+        assetCache.remove()
         runTask.cancel()
         await runTask.value
     }
@@ -127,6 +145,12 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
     // MARK: - RecordDatabase
 
     /// Commits a batch atomically, in one transaction that also sends the `NOTIFY`.
+    ///
+    /// A commit is two statements, so two round trips to the server: one reads the zone's
+    /// row and the stored records of the batch (one snapshot); the other, when the versions
+    /// allow the batch, writes every record, moves the zone's sequence and sends the
+    /// `NOTIFY`, provided no other commit to the zone ran in between (it locks the zone's
+    /// row and compares its sequence). When one did, the commit reads and plans again.
     ///
     /// - Parameters:
     ///   - operations: The saves and deletes, at most one per record.
@@ -143,49 +167,15 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
         let writer = writerID
         let base = baseGeneration
         let logger = logger
-        let result: (outcome: CommitOutcome, previous: ChangeToken, changed: [StoredRecord])
+        let result: ZoneCommit.Result
         do {
             let client = client
             result = try await withDeadline(serverDeadline, "committing to \(zone)") {
-                try await client.withTransaction(logger: logger) { connection in
-                try await connection.query(
-                    """
-                    INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
-                    VALUES (\(key.scope), \(key.owner), \(key.recordType), \(base))
-                    ON CONFLICT (scope, owner, record_type) DO NOTHING
-                    """, logger: logger)
-                guard let row = try await ZoneRow.lock(key, on: connection, logger: logger) else {
-                    throw MirrorError(
-                        .permissionDenied, "role cannot write zone \(zone)",
-                        recordType: zone.recordType, scope: zone.scope)
+                try await client.withConnection { connection in
+                    try await ZoneCommit(
+                        operations: operations, zone: zone, key: key, writer: writer, baseGeneration: base
+                    ).run(on: connection, logger: logger)
                 }
-                let stored = try await RecordRows.select(
-                    zoneID: row.zoneID, ids: operations.map(\.recordID), on: connection, logger: logger)
-                switch CommitPlan(operations, writer: writer, stored: { stored[RecordKey($0)] }) {
-                case .refuse(let results):
-                    return (CommitOutcome(results: results, token: row.token), row.token, [])
-                case .apply(let produced):
-                    let changed = produced.compactMap { $0 }
-                    var token = row.token
-                    if !changed.isEmpty {
-                        let sequence = try await RecordRows.write(
-                            changed, zone: row.zoneID, key: key, on: connection, logger: logger)
-                        token = ChangeToken(generation: row.generation, sequence: sequence)
-                        let payload = NotificationPayload(
-                            zone: row.zoneID, generation: row.generation, sequence: sequence, writer: writer)
-                        try await connection.query(
-                            "SELECT pg_notify(\(NotificationPayload.channel), \(payload.text))", logger: logger)
-                    }
-                    var results: [CommitOutcome.Result] = []
-                    for (index, record) in produced.enumerated() {
-                        // A retry (`nil`) returns the record it already stored.
-                        if let record = record ?? stored[RecordKey(operations[index].recordID)] {
-                            results.append(.applied(record))
-                        }
-                    }
-                    return (CommitOutcome(results: results, token: token), row.token, changed)
-                }
-            }
             }
         } catch {
             throw PostgreSQLErrors.mirrorError(error, "committing to \(zone)", zone: zone)
@@ -221,10 +211,7 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
             let client = client
             let found = try await withDeadline(serverDeadline, "fetching from \(zone)") {
                 try await client.withConnection { connection in
-                    guard let row = try await ZoneRow.read(key, on: connection, logger: logger) else {
-                        return [RecordKey: StoredRecord]()
-                    }
-                    return try await RecordRows.select(zoneID: row.zoneID, ids: recordIDs, on: connection, logger: logger)
+                    try await RecordRows.zoneAndRecords(key, ids: recordIDs, on: connection, logger: logger)?.1 ?? [:]
                 }
             }
             return recordIDs.compactMap { id in found[RecordKey(id)].flatMap { $0.isDeleted ? nil : $0 } }

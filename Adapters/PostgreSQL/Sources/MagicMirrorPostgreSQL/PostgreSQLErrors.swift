@@ -23,6 +23,9 @@ enum PostgreSQLErrors {
                 case "42501": .permissionDenied // insufficient privilege, row-level security
                 case "25006": .readOnly // read-only transaction (a standby)
                 case "53100": .diskFull
+                // Fields that refer to an asset but are not JSON (or not UTF-8): the server
+                // parses those to find the assets.
+                case "22P02", "22021": .invalidRecord
                 case let state where state.hasPrefix("08") || state.hasPrefix("40") || state.hasPrefix("53")
                     || state.hasPrefix("57"): .unavailable // connection, rollback, resources, shutdown
                 default: .ioFailure

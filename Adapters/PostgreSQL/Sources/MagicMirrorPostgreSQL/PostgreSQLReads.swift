@@ -6,8 +6,8 @@ import PostgresNIO
 /// listening task.
 enum PostgreSQLReads {
     /// The changes of `zone` since `token` (every live record when `token` is `nil`, or of
-    /// another generation, or from the future), read in one repeatable-read transaction so
-    /// that the records and the token agree; and the zone's row number, when it exists.
+    /// another generation, or from the future), read in one statement so that the records
+    /// and the token agree; and the zone's row number, when it exists.
     ///
     /// - Throws: A ``MirrorError``.
     static func changes(
@@ -17,23 +17,15 @@ enum PostgreSQLReads {
         let key = ZoneKey(zone)
         do {
             return try await withDeadline(serverDeadline, "reading \(zone)") {
-            try await client.withTransaction(logger: logger) { connection in
-                try await connection.query(
-                    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
-                guard let row = try await ZoneRow.read(key, on: connection, logger: logger) else {
-                    let complete = token == nil || token != .initial
-                    return (ChangeSet(records: [], token: .initial, isComplete: complete), nil)
+                try await client.withConnection { connection in
+                    guard let (row, records, isComplete) = try await RecordRows.changes(
+                        key, since: token, on: connection, logger: logger)
+                    else {
+                        let complete = token == nil || token != .initial
+                        return (ChangeSet(records: [], token: .initial, isComplete: complete), nil)
+                    }
+                    return (ChangeSet(records: records, token: row.token, isComplete: isComplete), row.zoneID)
                 }
-                let current = row.token
-                if let token, token.generation == current.generation, token.sequence >= row.baseSequence,
-                   token.sequence <= current.sequence {
-                    let records = try await RecordRows.changed(
-                        zoneID: row.zoneID, after: token.sequence, on: connection, logger: logger)
-                    return (ChangeSet(records: records, token: current, isComplete: false), row.zoneID)
-                }
-                let records = try await RecordRows.live(zoneID: row.zoneID, on: connection, logger: logger)
-                return (ChangeSet(records: records, token: current, isComplete: true), row.zoneID)
-            }
             }
         } catch {
             throw PostgreSQLErrors.mirrorError(error, "reading \(zone)", zone: zone)

@@ -12,7 +12,7 @@ import PostgresNIO
 /// The article "Running on PostgreSQL" documents each table.
 enum PostgreSQLSchema {
     /// The version this code writes and reads.
-    static let currentVersion = 2
+    static let currentVersion = 3
 
     /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
     /// version 1 from nothing. A later version appends a step; none is ever edited.
@@ -92,7 +92,68 @@ enum PostgreSQLSchema {
                 ALTER COLUMN created_millis SET NOT NULL, ALTER COLUMN created_counter SET NOT NULL
             """,
         ],
+        // Version 3: assets (see PostgreSQLDatabase+Assets.swift). An asset's bytes are chunks
+        // of `asset_chunks` under one `content` number; `assets` names them by zone and
+        // digest, written last, so an asset is there whole or not at all; `asset_holds` keeps
+        // an asset stored by a live writer from collection until a record refers to it.
+        // `zones.assets_epoch` moves when a collection removes assets, so a commit that read
+        // its zone before cannot refer to one it removed.
+        [
+            "ALTER TABLE magicmirror.zones ADD COLUMN assets_epoch bigint NOT NULL DEFAULT 0",
+            "CREATE SEQUENCE magicmirror.asset_content_seq",
+            """
+            CREATE TABLE magicmirror.assets (
+                zone_id bigint NOT NULL REFERENCES magicmirror.zones,
+                scope text NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                digest text COLLATE "C" NOT NULL CHECK (digest ~ '^[0-9a-f]{64}$'),
+                size bigint NOT NULL CHECK (size >= 0),
+                content bigint NOT NULL UNIQUE,
+                PRIMARY KEY (zone_id, digest))
+            """,
+            """
+            CREATE TABLE magicmirror.asset_chunks (
+                content bigint NOT NULL,
+                n integer NOT NULL,
+                scope text NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                data bytea NOT NULL,
+                PRIMARY KEY (content, n))
+            """,
+            // Stored as they come: most assets (images, video) do not compress.
+            "ALTER TABLE magicmirror.asset_chunks ALTER COLUMN data SET STORAGE EXTERNAL",
+            """
+            CREATE TABLE magicmirror.asset_holds (
+                zone_id bigint NOT NULL REFERENCES magicmirror.zones,
+                digest text COLLATE "C" NOT NULL,
+                scope text NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                writer text NOT NULL,
+                lock_key integer NOT NULL,
+                PRIMARY KEY (zone_id, digest, writer))
+            """,
+        ] + ["assets", "asset_chunks", "asset_holds"].flatMap(privateLikeRecords) + [
+            """
+            GRANT SELECT, INSERT, DELETE
+            ON magicmirror.assets, magicmirror.asset_chunks, magicmirror.asset_holds TO PUBLIC
+            """,
+            "GRANT UPDATE ON magicmirror.asset_holds TO PUBLIC",
+            "GRANT USAGE ON SEQUENCE magicmirror.asset_content_seq TO PUBLIC",
+        ],
     ]
+
+    /// Row-level security on `magicmirror.<table>` as on `records`: a role sees and writes
+    /// public rows and its own private rows. (`table` is one of this file's names.)
+    private static func privateLikeRecords(_ table: String) -> [PostgresQuery] {
+        [
+            PostgresQuery(unsafeSQL: "ALTER TABLE magicmirror.\(table) ENABLE ROW LEVEL SECURITY"),
+            PostgresQuery(unsafeSQL: """
+                CREATE POLICY scope_owner ON magicmirror.\(table)
+                    USING (scope = 'public' OR owner = current_user::text)
+                    WITH CHECK (scope = 'public' OR owner = current_user::text)
+                """),
+        ]
+    }
 
     /// Brings the schema up to ``currentVersion`` (creating it on a fresh database) and
     /// returns the database's identifier and base generation.

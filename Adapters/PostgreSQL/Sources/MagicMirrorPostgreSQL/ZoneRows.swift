@@ -29,10 +29,21 @@ struct ZoneRow: Sendable {
     let generation: Int
     let baseSequence: Int
     let lastSequence: Int
+    /// How many times a collection removed assets of the zone: a commit that read the zone
+    /// before one did plans again, so it cannot refer to an asset the collection removed.
+    let assetsEpoch: Int
 
     /// The zone's token: ``ChangeToken/initial`` until its first commit.
     var token: ChangeToken {
         lastSequence == 0 && baseSequence == 0 ? .initial : ChangeToken(generation: generation, sequence: lastSequence)
+    }
+
+    /// Whether a reader with `token` can continue from it with the changes after it: the
+    /// token is of the zone's generation and within the history the zone keeps (not
+    /// before its base, not from the future).
+    func canContinue(from token: ChangeToken) -> Bool {
+        token.generation == self.token.generation && token.sequence >= baseSequence
+            && token.sequence <= self.token.sequence
     }
 
     /// The zone's row, if it exists and the role can see it.
@@ -40,9 +51,20 @@ struct ZoneRow: Sendable {
         try await first(
             connection.query(
                 """
-                SELECT zone_id, generation, base_seq, last_seq FROM magicmirror.zones
+                SELECT zone_id, generation, base_seq, last_seq, assets_epoch FROM magicmirror.zones
                 WHERE scope = \(key.scope) AND owner = \(key.owner) AND record_type = \(key.recordType)
                 """, logger: logger))
+    }
+
+    /// Creates the zone's row with the given first generation, unless it exists. Row-level
+    /// security refuses another role's private zone here.
+    static func create(_ key: ZoneKey, generation: Int, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            """
+            INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
+            VALUES (\(key.scope), \(key.owner), \(key.recordType), \(generation))
+            ON CONFLICT (scope, owner, record_type) DO NOTHING
+            """, logger: logger)
     }
 
     /// The zone's row, locked until the transaction ends: commits to one zone take turns,
@@ -51,79 +73,113 @@ struct ZoneRow: Sendable {
         try await first(
             connection.query(
                 """
-                SELECT zone_id, generation, base_seq, last_seq FROM magicmirror.zones
+                SELECT zone_id, generation, base_seq, last_seq, assets_epoch FROM magicmirror.zones
                 WHERE scope = \(key.scope) AND owner = \(key.owner) AND record_type = \(key.recordType)
                 FOR UPDATE
                 """, logger: logger))
     }
 
     private static func first(_ rows: PostgresRowSequence) async throws -> ZoneRow? {
-        for try await (zoneID, generation, base, last) in rows.decode((Int, Int, Int, Int).self) {
-            return ZoneRow(zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last)
+        for try await (zoneID, generation, base, last, epoch) in rows.decode((Int, Int, Int, Int, Int).self) {
+            return ZoneRow(zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last, assetsEpoch: epoch)
         }
         return nil
     }
 }
 
-/// Reading and writing `magicmirror.records`.
+/// Reading and writing `magicmirror.records`, each read or write one statement (one round
+/// trip to the server).
 enum RecordRows {
-    /// The columns of a ``StoredRecord``, in the order ``decode(_:)`` reads them.
+    /// The columns of a ``StoredRecord`` in `magicmirror.records AS r`, in the order
+    /// ``record(_:)`` reads them.
     private static let columns =
-        "id, version, fields, modified_millis, modified_counter, writer, created_millis, created_counter"
+        "r.id, r.version, r.fields, r.modified_millis, r.modified_counter, r.writer, r.created_millis, r.created_counter"
 
-    /// The stored records (tombstones included) among `ids`, by the UTF-8 bytes of their
-    /// id: ids are compared byte for byte (`"e\u{301}"` and `"\u{e9}"` are two records),
+    /// A record's columns as read beside its zone's by an outer join: all `NULL` when the
+    /// zone has no record that matched.
+    private typealias Columns = (String?, Int?, Data?, Int?, Int?, String?, Int?, Int?)
+
+    /// The zone's row and its stored records (tombstones included) among `ids`, read in one
+    /// statement, so in one snapshot: the records are exactly those of the zone's token.
+    /// `nil` when the zone does not exist or the role cannot see it.
+    ///
+    /// Ids are compared by their UTF-8 bytes (`"e\u{301}"` and `"\u{e9}"` are two records),
     /// as the server's `"C"` collation does, not by Swift's canonical equivalence.
-    static func select(
-        zoneID: Int, ids: [String], on connection: PostgresConnection, logger: Logger
-    ) async throws -> [RecordKey: StoredRecord] {
+    static func zoneAndRecords(
+        _ key: ZoneKey, ids: [String], on connection: PostgresConnection, logger: Logger
+    ) async throws -> (ZoneRow, [RecordKey: StoredRecord])? {
         let rows = try await connection.query(
             """
-            SELECT \(unescaped: columns) FROM magicmirror.records
-            WHERE zone_id = \(zoneID) AND id = ANY(\(ids)::text[])
+            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns)
+            FROM magicmirror.zones z
+            LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id AND r.id = ANY(\(ids)::text[])
+            WHERE z.scope = \(key.scope) AND z.owner = \(key.owner) AND z.record_type = \(key.recordType)
             """, logger: logger)
+        guard let (row, records) = try await zoneAndRecords(rows) else { return nil }
         var found: [RecordKey: StoredRecord] = [:]
-        for record in try await decode(rows) { found[RecordKey(record.id)] = record }
-        return found
+        for record in records { found[RecordKey(record.id)] = record }
+        return (row, found)
     }
 
-    /// The records changed after `sequence`, tombstones included, in the order of their
-    /// last change.
-    static func changed(
-        zoneID: Int, after sequence: Int, on connection: PostgresConnection, logger: Logger
-    ) async throws -> [StoredRecord] {
-        try await decode(
-            connection.query(
-                """
-                SELECT \(unescaped: columns) FROM magicmirror.records
-                WHERE zone_id = \(zoneID) AND seq > \(sequence) ORDER BY seq, id
-                """, logger: logger))
+    /// The zone's row and its changes since `token`, in one statement (one snapshot): the
+    /// records changed after the token, tombstones included, when the token is usable
+    /// (``ZoneRow/canContinue(from:)``); every live record otherwise (`isComplete` then).
+    /// In the order of their last change. `nil` when the zone does not exist or the role
+    /// cannot see it.
+    static func changes(
+        _ key: ZoneKey, since token: ChangeToken?, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (row: ZoneRow, records: [StoredRecord], isComplete: Bool)? {
+        // The server applies canContinue(from:) to the zone's row as it reads it (a zone
+        // without a commit yet has no record either way).
+        let generation = token?.generation ?? -1
+        let sequence = token?.sequence ?? -1
+        let rows = try await connection.query(
+            """
+            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns)
+            FROM magicmirror.zones z
+            LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id
+                AND CASE WHEN \(generation)::int8 = z.generation AND \(sequence)::int8 >= z.base_seq
+                              AND \(sequence)::int8 <= z.last_seq
+                         THEN r.seq > \(sequence)::int8 ELSE r.fields IS NOT NULL END
+            WHERE z.scope = \(key.scope) AND z.owner = \(key.owner) AND z.record_type = \(key.recordType)
+            ORDER BY r.seq, r.id
+            """, logger: logger)
+        guard let (row, records) = try await zoneAndRecords(rows) else { return nil }
+        return (row, records, !(token.map(row.canContinue(from:)) ?? false))
     }
 
-    /// Every live record of the zone.
-    static func live(zoneID: Int, on connection: PostgresConnection, logger: Logger) async throws -> [StoredRecord] {
-        try await decode(
-            connection.query(
-                """
-                SELECT \(unescaped: columns) FROM magicmirror.records
-                WHERE zone_id = \(zoneID) AND fields IS NOT NULL ORDER BY seq, id
-                """, logger: logger))
+    /// What ``write(_:over:key:writer:on:logger:)`` did.
+    enum WriteOutcome: Sendable {
+        /// Stored as the change with this sequence number.
+        case written(Int)
+        /// Nothing stored: another commit, or a collection of assets, went first.
+        case moved
+        /// Nothing stored: record `id` refers to an asset with `value`, which is no digest.
+        case invalidReference(id: String, value: String)
+        /// Nothing stored: the records `ids` refer to the assets `digests`, which the zone
+        /// does not hold.
+        case missingAssets(ids: [String], digests: [String])
     }
 
-    /// Stores `records` as one change: draws the next number of the server's sequence,
-    /// upserts every record with it in one statement, and moves the zone's last sequence.
+    /// The bytes `"$asset"`: fields without them refer to no asset, and the server does not
+    /// parse them.
+    private static let assetMarker = Data(#""$asset""#.utf8)
+
+    /// Stores `records` as one change, in one statement, if the zone is still as `row`
+    /// shows it and every asset they refer to is stored in the zone: locks the zone's row,
+    /// and when its generation, sequences and assets epoch are those of `row` (no other
+    /// commit and no collection since `row` was read), draws the next number of the
+    /// server's sequence, upserts every record with it, moves the zone's last sequence,
+    /// releases `writer`'s holds on the assets the records refer to, and sends the
+    /// `NOTIFY`. A commit that ran meanwhile holds the lock first and moves the sequence,
+    /// and this statement then writes nothing.
     ///
-    /// - Returns: The sequence number of the change.
+    /// The server finds the assets a record refers to (every JSON object with the key
+    /// `"$asset"`, at any depth) in the fields of the records that contain `"$asset"`.
     static func write(
-        _ records: [StoredRecord], zone zoneID: Int, key: ZoneKey,
+        _ records: [StoredRecord], over row: ZoneRow, key: ZoneKey, writer: String,
         on connection: PostgresConnection, logger: Logger
-    ) async throws -> Int {
-        var sequence = 0
-        for try await value in try await connection.query(
-            "SELECT nextval('magicmirror.change_seq')", logger: logger
-        ).decode(Int.self) {
-            sequence = value
-        }
+    ) async throws -> WriteOutcome {
         let ids = records.map(\.id)
         let versions = records.map(\.version)
         let fields = records.map { ByteBuffer(bytes: $0.fields ?? Data()) }
@@ -133,41 +189,102 @@ enum RecordRows {
         let writers = records.map(\.writer)
         let createdMillis = records.map { Int($0.created.millis) }
         let createdCounters = records.map { Int($0.created.counter) }
-        try await connection.query(
+        let referring = records.filter { $0.fields?.range(of: assetMarker) != nil }
+        let referringIDs = referring.map(\.id)
+        let referringFields = referring.map { ByteBuffer(bytes: $0.fields ?? Data()) }
+        // The payload is NotificationPayload's text, made by the server once it drew the sequence.
+        let rows = try await connection.query(
             """
-            INSERT INTO magicmirror.records
-                (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq,
-                 created_millis, created_counter)
-            SELECT \(zoneID), \(key.scope), \(key.owner), r.id, r.version,
-                   CASE WHEN r.deleted THEN NULL ELSE r.fields END, r.millis, r.counter, r.writer, \(sequence),
-                   r.created_millis, r.created_counter
-            FROM unnest(\(ids)::text[], \(versions)::int8[], \(fields)::bytea[], \(deleted)::bool[],
-                        \(millis)::int8[], \(counters)::int8[], \(writers)::text[],
-                        \(createdMillis)::int8[], \(createdCounters)::int8[])
-                AS r(id, version, fields, deleted, millis, counter, writer, created_millis, created_counter)
-            ON CONFLICT (zone_id, id) DO UPDATE SET
-                version = EXCLUDED.version, fields = EXCLUDED.fields,
-                modified_millis = EXCLUDED.modified_millis, modified_counter = EXCLUDED.modified_counter,
-                writer = EXCLUDED.writer, seq = EXCLUDED.seq,
-                created_millis = EXCLUDED.created_millis, created_counter = EXCLUDED.created_counter
+            WITH refs AS (
+                SELECT f.id, v FROM unnest(\(referringIDs)::text[], \(referringFields)::bytea[]) AS f(id, fields),
+                     LATERAL jsonb_path_query(convert_from(f.fields, 'UTF8')::jsonb, 'strict $.**."$asset"') AS v),
+            invalid AS (
+                SELECT id, v::text AS value FROM refs
+                WHERE jsonb_typeof(v) <> 'string' OR (v #>> '{}') !~ '^[0-9a-f]{64}$'),
+            missing AS (
+                SELECT refs.id, v #>> '{}' AS digest FROM refs
+                WHERE NOT EXISTS (SELECT 1 FROM invalid) AND NOT EXISTS (
+                    SELECT 1 FROM magicmirror.assets a WHERE a.zone_id = \(row.zoneID) AND a.digest = v #>> '{}')),
+            locked AS (
+                SELECT zone_id FROM magicmirror.zones
+                WHERE zone_id = \(row.zoneID) AND generation = \(row.generation)
+                  AND base_seq = \(row.baseSequence) AND last_seq = \(row.lastSequence)
+                  AND assets_epoch = \(row.assetsEpoch)
+                  AND NOT EXISTS (SELECT 1 FROM invalid) AND NOT EXISTS (SELECT 1 FROM missing)
+                FOR UPDATE),
+            drawn AS (SELECT nextval('magicmirror.change_seq') AS seq FROM locked),
+            written AS (
+                INSERT INTO magicmirror.records
+                    (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq,
+                     created_millis, created_counter)
+                SELECT \(row.zoneID), \(key.scope), \(key.owner), r.id, r.version,
+                       CASE WHEN r.deleted THEN NULL ELSE r.fields END, r.millis, r.counter, r.writer, drawn.seq,
+                       r.created_millis, r.created_counter
+                FROM drawn, unnest(\(ids)::text[], \(versions)::int8[], \(fields)::bytea[], \(deleted)::bool[],
+                                  \(millis)::int8[], \(counters)::int8[], \(writers)::text[],
+                                  \(createdMillis)::int8[], \(createdCounters)::int8[])
+                    AS r(id, version, fields, deleted, millis, counter, writer, created_millis, created_counter)
+                ON CONFLICT (zone_id, id) DO UPDATE SET
+                    version = EXCLUDED.version, fields = EXCLUDED.fields,
+                    modified_millis = EXCLUDED.modified_millis, modified_counter = EXCLUDED.modified_counter,
+                    writer = EXCLUDED.writer, seq = EXCLUDED.seq,
+                    created_millis = EXCLUDED.created_millis, created_counter = EXCLUDED.created_counter),
+            moved AS (
+                UPDATE magicmirror.zones AS z SET last_seq = drawn.seq FROM drawn
+                WHERE z.zone_id = \(row.zoneID)),
+            released AS (
+                DELETE FROM magicmirror.asset_holds h USING drawn
+                WHERE h.zone_id = \(row.zoneID) AND h.writer = \(writer)
+                  AND h.digest IN (SELECT v #>> '{}' FROM refs)),
+            notified AS (
+                SELECT pg_notify(\(NotificationPayload.channel),
+                                 concat_ws(' ', \(row.zoneID)::int8, \(row.generation)::int8, drawn.seq, \(writer)::text))
+                FROM drawn)
+            SELECT (SELECT seq FROM drawn), (SELECT count(*) FROM notified),
+                   (SELECT id FROM invalid LIMIT 1), (SELECT value FROM invalid LIMIT 1),
+                   (SELECT array_agg(DISTINCT id) FROM missing), (SELECT array_agg(DISTINCT digest) FROM missing)
             """, logger: logger)
-        try await connection.query(
-            "UPDATE magicmirror.zones SET last_seq = \(sequence) WHERE zone_id = \(zoneID)", logger: logger)
-        return sequence
+        for try await (sequence, _, invalidID, invalidValue, missingIDs, missingDigests) in rows.decode(
+            (Int?, Int, String?, String?, [String]?, [String]?).self
+        ) {
+            if let sequence { return .written(sequence) }
+            if let invalidID { return .invalidReference(id: invalidID, value: invalidValue ?? "") }
+            if let missingDigests, !missingDigests.isEmpty {
+                return .missingAssets(ids: missingIDs ?? [], digests: missingDigests)
+            }
+        }
+        return .moved
     }
 
-    private static func decode(_ rows: PostgresRowSequence) async throws -> [StoredRecord] {
+    /// Reads the rows of a zone-and-records query: the zone's columns on every row, a
+    /// record's (or `NULL`s) after them.
+    private static func zoneAndRecords(_ rows: PostgresRowSequence) async throws -> (ZoneRow, [StoredRecord])? {
+        var zone: ZoneRow?
         var records: [StoredRecord] = []
-        for try await (id, version, fields, millis, counter, writer, createdMillis, createdCounter) in rows.decode(
-            (String, Int, Data?, Int, Int, String, Int, Int).self
+        for try await (zoneID, generation, base, last, epoch, id, version, fields, millis, counter, writer,
+                       createdMillis, createdCounter) in rows.decode(
+            (Int, Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?).self
         ) {
-            records.append(
-                StoredRecord(
-                    id: id, version: version, fields: fields,
-                    modified: HLCTimestamp(millis: Int64(millis), counter: UInt32(clamping: counter)),
-                    writer: writer,
-                    created: HLCTimestamp(millis: Int64(createdMillis), counter: UInt32(clamping: createdCounter))))
+            if zone == nil {
+                zone = ZoneRow(
+                    zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last, assetsEpoch: epoch)
+            }
+            if let record = record((id, version, fields, millis, counter, writer, createdMillis, createdCounter)) {
+                records.append(record)
+            }
         }
-        return records
+        return zone.map { ($0, records) }
+    }
+
+    /// The record in a row's record columns; `nil` when they are `NULL` (no record joined).
+    private static func record(_ columns: Columns) -> StoredRecord? {
+        guard let id = columns.0, let version = columns.1, let millis = columns.3, let counter = columns.4,
+              let writer = columns.5, let createdMillis = columns.6, let createdCounter = columns.7
+        else { return nil }
+        return StoredRecord(
+            id: id, version: version, fields: columns.2,
+            modified: HLCTimestamp(millis: Int64(millis), counter: UInt32(clamping: counter)),
+            writer: writer,
+            created: HLCTimestamp(millis: Int64(createdMillis), counter: UInt32(clamping: createdCounter)))
     }
 }

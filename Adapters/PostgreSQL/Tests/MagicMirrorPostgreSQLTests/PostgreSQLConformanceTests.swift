@@ -2,12 +2,17 @@ import MagicMirrorPostgreSQL
 import MirrorTesting
 import Testing
 
-/// The public ``RecordDatabaseConformance`` suite, unchanged, on a fresh database of the
-/// throwaway server for each check.
+/// The public ``RecordDatabaseConformance`` and ``AssetDatabaseConformance`` suites,
+/// unchanged, on a fresh database of the throwaway server for each check.
 @Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLConformanceTests {
     @Test(arguments: RecordDatabaseConformance.checks)
     func conforms(to check: ConformanceCheck) async throws {
+        try await check.run { try await TestServer.databaseUnderTest() }
+    }
+
+    @Test(arguments: AssetDatabaseConformance.checks)
+    func storesAssets(_ check: ConformanceCheck) async throws {
         try await check.run { try await TestServer.databaseUnderTest() }
     }
 }

@@ -35,17 +35,7 @@ struct PostgreSQLListeningTests {
             // A change whose notification is lost: written behind the database's back, with no
             // NOTIFY; then the listening connection is cut.
             _ = try await TestServer.withAdmin(database: name) { client in
-                try await client.query(
-                    """
-                    WITH next AS (SELECT nextval('magicmirror.change_seq') AS seq),
-                         zone AS (UPDATE magicmirror.zones SET last_seq = (SELECT seq FROM next)
-                                  WHERE scope = 'public' AND record_type = 'Todo' RETURNING zone_id)
-                    INSERT INTO magicmirror.records
-                        (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq,
-                         created_millis, created_counter)
-                    SELECT zone_id, 'public', '', 'silent', 1, convert_to('{"title":"silent"}', 'UTF8'), 1, 0,
-                           'outsider', (SELECT seq FROM next), 1, 0 FROM zone
-                    """, logger: TestServer.logger)
+                try await TestServer.plant("silent", fields: #"{"title":"silent"}"#, recordType: "Todo", with: client)
                 try await client.query(
                     """
                     SELECT pg_terminate_backend(pid) FROM pg_stat_activity

@@ -122,6 +122,73 @@ struct PostgreSQLSecurityTests {
         }
     }
 
+    @Test func anotherRoleCanNeitherReadNorRemoveNorPlantPrivateAssets() async throws {
+        try await TestServer.withDatabase { name, opened in
+            _ = try await opened.open(TestServer.url(database: name))
+            try await withRoles { alice, bob in
+                let asAlice = try await opened.open(TestServer.url(database: name, role: alice))
+                let asBob = try await opened.open(TestServer.url(database: name, role: bob))
+                let alicesZone = ZoneID.private("Photo", user: alice)
+                let bytes = Data("alice's photo".utf8)
+                let asset = try await asAlice.storeAsset(bytes, in: alicesZone)
+                let pending = try await asAlice.storeAsset(Data("not referred to".utf8), in: alicesZone)
+                let fields = try JSONEncoder().encode(["image": asset])
+                try await asAlice.commit(
+                    [.save("p", fields: fields, baseVersion: 0, timestamp: .testNow())], to: alicesZone)
+
+                // Through the API: nothing to read, nothing to collect, nowhere to store.
+                do {
+                    _ = try await asBob.fileURL(for: asset, in: alicesZone)
+                    Issue.record("bob reached alice's asset")
+                } catch let error as MirrorError {
+                    #expect(error.kind == .notFound)
+                }
+                await #expect(throws: MirrorError.self) {
+                    for try await _ in asBob.contents(of: asset, in: alicesZone, chunkSize: 4) {}
+                }
+                #expect(try await asBob.removeUnreferencedAssets(in: alicesZone) == 0)
+                do {
+                    _ = try await asBob.storeAsset(Data("planted".utf8), in: alicesZone)
+                    Issue.record("bob stored an asset in alice's zone")
+                } catch let error as MirrorError {
+                    #expect(error.kind == .permissionDenied)
+                }
+
+                // Hostile SQL, as bob, straight at the tables.
+                let hostile = try PostgreSQLConnectionURL.configuration(
+                    from: TestServer.url(database: name, role: bob), environment: [:])
+                let client = PostgresClient(configuration: hostile)
+                let run = Task { await client.run() }
+                defer { run.cancel() }
+                for table in ["assets", "asset_chunks", "asset_holds"] {
+                    var seen = -1
+                    for try await count in try await client.query(
+                        PostgresQuery(unsafeSQL: "SELECT count(*)::int8 FROM magicmirror.\(table) WHERE scope = 'private'"),
+                        logger: TestServer.logger
+                    ).decode(Int.self) { seen = count }
+                    #expect(seen == 0, "bob saw \(seen) private rows of \(table)")
+                }
+                try await client.query("DELETE FROM magicmirror.asset_chunks", logger: TestServer.logger)
+                try await client.query("DELETE FROM magicmirror.assets", logger: TestServer.logger)
+                try await client.query("DELETE FROM magicmirror.asset_holds", logger: TestServer.logger)
+                await #expect(throws: (any Error).self) {
+                    try await client.query(
+                        """
+                        INSERT INTO magicmirror.asset_chunks (content, n, scope, owner, data)
+                        VALUES (1, 99, 'private', \(alice), '\\x00'::bytea)
+                        """, logger: TestServer.logger)
+                }
+
+                // Alice's assets are whole, and the one she has not referred to yet is kept.
+                var read = Data()
+                for try await piece in asAlice.contents(of: asset, in: alicesZone, chunkSize: 4) { read.append(piece) }
+                #expect(read == bytes)
+                #expect(try await asAlice.removeUnreferencedAssets(in: alicesZone) == 0)
+                _ = try await asAlice.fileURL(for: pending, in: alicesZone)
+            }
+        }
+    }
+
     @Test func injectionShapedNamesAndFieldsAreOnlyData() async throws {
         try await TestServer.withDatabase { name, opened in
             let database = try await opened.open(TestServer.url(database: name))

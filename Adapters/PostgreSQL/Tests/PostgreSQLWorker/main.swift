@@ -5,6 +5,9 @@
 // where D counts remote inserts or removals of one record seen more than once.
 //
 //   pg-mirror-worker URL NAME COUNT WORKER-NAMES (comma separated)
+//
+// `pg-mirror-worker --interactive URL [REPLICA-DIRECTORY]` and `pg-mirror-worker --photos URL`
+// are mirrors driven from standard input instead (InteractiveWorker.swift, PhotoWorker.swift).
 import Foundation
 import MagicMirror
 import MagicMirrorPostgreSQL
@@ -22,6 +25,24 @@ struct Item: Recordable {
 signal(SIGPIPE, SIG_IGN)
 
 let arguments = CommandLine.arguments
+if arguments.count >= 3, arguments[1] == "--interactive" {
+    do {
+        try await InteractiveWorker.run(url: arguments[2], replica: arguments.count > 3 ? arguments[3] : nil)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("pg-mirror-worker --interactive: \(error)\n".utf8))
+        exit(1)
+    }
+}
+if arguments.count == 3, arguments[1] == "--photos" {
+    do {
+        try await PhotoWorker.run(url: arguments[2])
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("pg-mirror-worker --photos: \(error)\n".utf8))
+        exit(1)
+    }
+}
 guard arguments.count == 5, let count = Int(arguments[3]) else {
     FileHandle.standardError.write(Data("usage: pg-mirror-worker URL NAME COUNT WORKERS\n".utf8))
     exit(2)

@@ -9,6 +9,9 @@ import MirrorTestSupport
 struct OwnCluster: Sendable {
     let directory: String
     let port: Int
+    /// The network namespace the server runs in (see ``HostNetwork``), or `nil` for this
+    /// process's own network.
+    var namespace: String? = nil
 
     /// The script beside this package's sources.
     static let script = URL(fileURLWithPath: #filePath)
@@ -16,14 +19,20 @@ struct OwnCluster: Sendable {
         .deletingLastPathComponent().appendingPathComponent("Scripts/postgres-cluster.sh").path
 
     /// Makes and starts a cluster in a new temporary directory.
-    static func start(listen: String? = nil) async throws -> OwnCluster {
+    ///
+    /// - Parameters:
+    ///   - listen: The addresses the server listens on (comma separated), instead of
+    ///     127.0.0.1; any client may then connect (trust authentication).
+    ///   - namespace: The network namespace to run the server in.
+    static func start(listen: String? = nil, namespace: String? = nil) async throws -> OwnCluster {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("magicmirror-cluster-\(UUID().uuidString)").path
-        let output = try await run(["start", directory], environment: listen.map { ["LISTEN": $0] } ?? [:])
+        let output = try await run(
+            ["start", directory], environment: listen.map { ["LISTEN": $0] } ?? [:], namespace: namespace)
         guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw MirrorError(.unavailable, "postgres-cluster.sh start printed \(output)")
         }
-        return OwnCluster(directory: directory, port: port)
+        return OwnCluster(directory: directory, port: port, namespace: namespace)
     }
 
     /// The superuser URL of a database of the cluster.
@@ -31,22 +40,36 @@ struct OwnCluster: Sendable {
         "postgres://mirror@\(host):\(port)/\(database)?sslmode=disable"
     }
 
+    /// The superuser URL of a database of the cluster through its Unix socket, which
+    /// reaches the server from any network namespace.
+    func socketURL(database: String = "postgres") -> String {
+        "postgres://mirror@localhost:\(port)/\(database)?host=\(directory)/sockets"
+    }
+
     /// Stops the server (fast shutdown: clients are disconnected) and starts it again.
-    func restart() async throws { _ = try await Self.run(["restart", directory]) }
+    func restart() async throws { _ = try await Self.run(["restart", directory], namespace: namespace) }
     /// Kills the server and its backends with SIGKILL, as a crash would.
     func kill() async throws { _ = try await Self.run(["kill", directory]) }
     /// Starts the server again after ``kill()``; crash recovery runs first.
-    func startAgain() async throws { _ = try await Self.run(["start", directory]) }
+    func startAgain() async throws { _ = try await Self.run(["start", directory], namespace: namespace) }
     /// Stops the server and deletes its directory.
     func remove() async { _ = try? await Self.run(["remove", directory]) }
 
-    /// Runs the script and returns what it printed; throws when it fails.
-    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> String {
+    /// Runs the script (in `namespace`, if given) and returns what it printed; throws when
+    /// it fails.
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], namespace: String? = nil
+    ) async throws -> String {
+        var executable = URL(fileURLWithPath: "/bin/bash")
+        var all = [script] + arguments
+        if let namespace, let ip = HostNetwork.ip {
+            all = ["netns", "exec", namespace, executable.path] + all
+            executable = ip
+        }
         // The server the script starts keeps no descriptor of ours (the script closes them),
         // so the pipes end with the script.
         let (termination, printed, errors) = try await Subprocess.run(
-            URL(fileURLWithPath: "/bin/bash"), [script] + arguments, environment: environment,
-            timeout: .seconds(180))
+            executable, all, environment: environment, timeout: .seconds(180))
         guard termination == .exited(0) else {
             throw MirrorError(
                 .unavailable, "postgres-cluster.sh \(arguments.joined(separator: " ")) \(termination): \(errors)")
@@ -58,9 +81,9 @@ struct OwnCluster: Sendable {
 extension OwnCluster {
     /// Runs `body` with a cluster of its own, removed afterwards whatever happens.
     static func with<Result: Sendable>(
-        listen: String? = nil, _ body: (OwnCluster) async throws -> Result
+        listen: String? = nil, namespace: String? = nil, _ body: (OwnCluster) async throws -> Result
     ) async throws -> Result {
-        let cluster = try await start(listen: listen)
+        let cluster = try await start(listen: listen, namespace: namespace)
         do {
             let result = try await body(cluster)
             await cluster.remove()

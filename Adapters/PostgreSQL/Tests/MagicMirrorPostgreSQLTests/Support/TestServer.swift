@@ -125,3 +125,22 @@ extension OpenedDatabases {
         return database
     }
 }
+
+extension TestServer {
+    /// Writes record `id` of the public zone of `recordType` straight into the tables, as a
+    /// writer with SQL access and no MagicMirror would: no version check, no NOTIFY, writer
+    /// `outsider`. The zone must exist.
+    static func plant(_ id: String, fields: String, recordType: String, with client: PostgresClient) async throws {
+        try await client.query(
+            """
+            WITH drawn AS (SELECT nextval('magicmirror.change_seq') AS seq),
+                 zone AS (UPDATE magicmirror.zones SET last_seq = (SELECT seq FROM drawn)
+                          WHERE scope = 'public' AND record_type = \(recordType) RETURNING zone_id)
+            INSERT INTO magicmirror.records
+                (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq,
+                 created_millis, created_counter)
+            SELECT zone_id, 'public', '', \(id), 1, convert_to(\(fields), 'UTF8'), 1, 0,
+                   'outsider', (SELECT seq FROM drawn), 1, 0 FROM zone
+            """, logger: logger)
+    }
+}
