@@ -418,13 +418,9 @@ final class JSONFileAssetStore: Sendable {
     /// Opens `lock` in the assets directory.
     private func openLockFile(_ directory: Int32) throws(MirrorError) -> Int32 {
         do {
-            return try fileSystem.open(
-                at: directory, Self.lockName, flags: O_RDWR | O_CREAT | O_NOFOLLOW, mode: isPrivate ? 0o600 : 0o666)
+            return try fileSystem.openWritableOrReadOnly(
+                at: directory, Self.lockName, flags: O_CREAT, mode: isPrivate ? 0o600 : 0o666).fd
         } catch {
-            if error.code == EACCES || error.code == EROFS,
-               let fd = try? fileSystem.open(at: directory, Self.lockName, flags: O_RDONLY | O_NOFOLLOW) {
-                return fd
-            }
             throw located(error.mirrorError(file: path(Self.lockName)))
         }
     }

@@ -38,24 +38,39 @@ final class JSONFileContext: Sendable {
 }
 
 /// The problems an engine found in its files (corrupt entries, failed background work):
-/// each is kept and posted as a `.mirrorError` notification exactly once.
+/// each is kept and posted as a `.mirrorError` notification once per key.
+///
+/// Both the keys and the kept problems are bounded (``OncePerKey/defaultCapacity``): the
+/// oldest are dropped first.
 final class JSONFileProblems: Sendable {
-    private let state = Mutex<(list: [MirrorError], keys: Set<String>)>(([], []))
+    private struct State {
+        var list: [MirrorError] = []
+        var reported = OncePerKey<String>()
+    }
 
-    /// Every problem reported so far, oldest first.
+    private let state = Mutex(State())
+    private let center: NotificationCenter
+
+    /// An empty log that posts on `center`.
+    init(center: NotificationCenter = .default) {
+        self.center = center
+    }
+
+    /// The problems reported so far, oldest first.
     var all: [MirrorError] { state.withLock { $0.list } }
 
     /// Whether a problem with this key was reported.
-    func wasReported(_ key: String) -> Bool { state.withLock { $0.keys.contains(key) } }
+    func wasReported(_ key: String) -> Bool { state.withLock { $0.reported.contains(key) } }
 
     /// Keeps and posts `error`, unless a problem with the same key was reported before.
     func report(_ error: MirrorError, key: String) {
         let isNew = state.withLock { state -> Bool in
-            guard state.keys.insert(key).inserted else { return false }
+            guard state.reported.insert(key) else { return false }
             state.list.append(error)
+            if state.list.count > state.reported.capacity { state.list.removeFirst() }
             return true
         }
-        if isNew { NotificationCenter.default.post(name: .mirrorError, object: error) }
+        if isNew { center.post(name: .mirrorError, object: error) }
     }
 }
 
@@ -82,7 +97,7 @@ final class JSONFileEngine: Sendable {
         let path = try canonicalPath(of: directory)
         return try registry.withLock { registry throws(MirrorError) -> JSONFileEngine in
             if let engine = registry[path]?.engine { return engine }
-            let engine = try JSONFileEngine(path: path, options: options, fileSystem: FileSystem())
+            let engine = try JSONFileEngine(path: path, options: options, fileSystem: .live)
             registry = registry.filter { $0.value.engine != nil }
             registry[path] = WeakEngine(engine: engine)
             return engine
@@ -276,7 +291,6 @@ final class JSONFileZoneWatcher: Sendable {
 
     private let state = Mutex(State())
     private let watcher: DirectoryWatcher
-    private let reportedFailures = Mutex<Set<String>>([])
     /// Catches every watched zone up now and then, whatever the watcher reported.
     private let sweep: Task<Void, Never>
 
@@ -356,16 +370,13 @@ final class JSONFileZoneWatcher: Sendable {
             } catch {
                 // The zone's directory was made when it was loaded; it may have been removed
                 // since. Report once; reads still catch up.
-                let key = "watch \(directory): \(error.message)"
-                if reportedFailures.withLock({ $0.insert(key).inserted }) {
-                    engine.context.problems.report(
-                        MirrorError(
-                            error.kind,
-                            "cannot watch \(directory) for other processes' commits: \(error.message)",
-                            recordType: zone.recordType, scope: zone.scope, file: directory,
-                            underlying: error),
-                        key: key)
-                }
+                engine.context.problems.report(
+                    MirrorError(
+                        error.kind,
+                        "cannot watch \(directory) for other processes' commits: \(error.message)",
+                        recordType: zone.recordType, scope: zone.scope, file: directory,
+                        underlying: error),
+                    key: "watch \(directory): \(error.message)")
                 return (engine, false)
             }
             return (engine, true)

@@ -270,15 +270,11 @@ final class JSONFileZone: Sendable {
         if disk.lockFD >= 0 { return disk.lockFD }
         let name = JSONFileFormat.lockFile
         do {
-            disk.lockFD = try fileSystem.open(
-                at: disk.directoryFD, name, flags: O_RDWR | O_CREAT | O_NOFOLLOW, mode: fileMode)
+            // `flock` works on a read-only descriptor too.
+            disk.lockFD = try fileSystem.openWritableOrReadOnly(
+                at: disk.directoryFD, name, flags: O_CREAT, mode: fileMode).fd
         } catch {
-            if error.code == EACCES || error.code == EROFS,
-               let fd = try? fileSystem.open(at: disk.directoryFD, name, flags: O_RDONLY | O_NOFOLLOW) {
-                disk.lockFD = fd
-            } else {
-                throw located(openError(error, name))
-            }
+            throw located(openError(error, name))
         }
         return disk.lockFD
     }
@@ -483,29 +479,14 @@ final class JSONFileZone: Sendable {
     func openJournal(_ disk: inout Disk, create: Bool) throws(MirrorError) -> Bool {
         if disk.journalFD >= 0 { return true }
         let name = JSONFileFormat.journalFile(disk.generation)
-        let flags = O_RDWR | O_APPEND | O_NOFOLLOW | (create ? O_CREAT : 0)
-        let opened: FileSystem.Failure?
         do throws(FileSystem.Failure) {
-            disk.journalFD = try fileSystem.open(at: disk.directoryFD, name, flags: flags, mode: fileMode)
-            disk.journalWritable = true
-            opened = nil
+            (disk.journalFD, disk.journalWritable) = try fileSystem.openWritableOrReadOnly(
+                at: disk.directoryFD, name, flags: O_APPEND | (create ? O_CREAT : 0), mode: fileMode)
         } catch {
-            opened = error
+            if error.code == ENOENT && !create { return false }
+            throw located(openError(error, name))
         }
-        if let error = opened {
-            switch error.code {
-            case ENOENT where !create:
-                return false
-            case EACCES, EROFS:
-                guard let fd = try? fileSystem.open(at: disk.directoryFD, name, flags: O_RDONLY | O_NOFOLLOW) else {
-                    throw located(openError(error, name))
-                }
-                disk.journalFD = fd
-                disk.journalWritable = false
-            default:
-                throw located(openError(error, name))
-            }
-        } else if create {
+        if create && disk.journalWritable {
             // The new file's directory entry must be durable before commits in it are.
             do throws(FileSystem.Failure) {
                 try fileSystem.sync(disk.directoryFD, metadata: true)
@@ -551,16 +532,13 @@ final class JSONFileZone: Sendable {
             }
             let name = JSONFileFormat.journalFile(generation)
             do {
-                journalFD = try fileSystem.open(at: disk.directoryFD, name, flags: O_RDWR | O_APPEND | O_NOFOLLOW)
-                journalWritable = true
+                (journalFD, journalWritable) = try fileSystem.openWritableOrReadOnly(
+                    at: disk.directoryFD, name, flags: O_APPEND)
+            } catch where error.code != ENOENT {
+                if snapshotFD >= 0 { close(snapshotFD) }
+                throw located(openError(error, name))
             } catch {
-                if error.code == EACCES || error.code == EROFS,
-                   let fd = try? fileSystem.open(at: disk.directoryFD, name, flags: O_RDONLY | O_NOFOLLOW) {
-                    journalFD = fd
-                } else if error.code != ENOENT {
-                    if snapshotFD >= 0 { close(snapshotFD) }
-                    throw located(openError(error, name))
-                }
+                // No journal yet.
             }
             let again = JSONFileIO.info(at: disk.directoryFD, JSONFileFormat.snapshotFile)
             let same = again?.inode == snapshotInfo?.inode && again?.device == snapshotInfo?.device

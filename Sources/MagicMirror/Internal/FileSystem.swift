@@ -3,22 +3,23 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
-import Synchronization
 
-/// The system calls the JSON-file database changes the disk with, in one place, so tests
-/// can make any of them fail with a chosen `errno` and count how often each ran.
+/// The system calls the JSON-file database changes the disk with, as a value: ``live``
+/// makes them; a test hands the database another value (MirrorTesting's
+/// `FaultyFileSystem`) that counts them, fails chosen ones or kills the process at one.
 ///
 /// Every call that creates, writes, flushes, renames, truncates or removes something goes
-/// through an instance of this type; reads do not. The live behaviour is the plain system
-/// call (retried on `EINTR`); an injected fault replaces it.
+/// through the engine's value; reads do not. The live calls are the plain system calls
+/// (retried on `EINTR`), with no lock and no bookkeeping.
 ///
 /// ```swift
-/// database.fileSystem.failNext(.fsync, errno: EIO)
+/// let faulty = FaultyFileSystem()
+/// let database = try JSONFileDatabase(isolatedDirectory: url, fileSystem: faulty.fileSystem)
+/// faulty.failNext(.fsync, errno: EIO)
 /// // the next commit throws MirrorError.ioFailure and stores nothing
 /// ```
-package final class FileSystem: Sendable {
-    /// A kind of call that can be counted and made to fail.
+package struct FileSystem: Sendable {
+    /// A kind of call, as named in failures (and counted by test file systems).
     package enum Operation: String, Hashable, Sendable, CaseIterable {
         case open, mkdir, write, fsync, rename, truncate, unlink, link, chmod
     }
@@ -29,88 +30,54 @@ package final class FileSystem: Sendable {
         package var operation: Operation
         /// Its `errno`.
         package var code: Int32
-    }
 
-    private struct Fault: Sendable {
-        var operation: Operation
-        /// The `errno` to fail with, or `nil` to kill the process instead.
-        var code: Int32?
-        /// Calls to let through before the fault fires.
-        var skip: Int = 0
-        var remaining: Int
-        var afterBytes: Int
-    }
-
-    private let faults = Mutex<[Fault]>([])
-    private let hasFaults = Atomic<Bool>(false)
-    private let counters = Mutex<[Operation: Int]>([:])
-
-    /// Creates a file system with no faults.
-    package init() {}
-
-    // MARK: Faults and counters (tests)
-
-    /// Makes the next `times` calls of `operation` fail with `code`.
-    ///
-    /// - Parameters:
-    ///   - operation: The call to fail.
-    ///   - code: The `errno` to fail with (for example `ENOSPC`, `EIO`, `EACCES`).
-    ///   - times: How many calls fail.
-    ///   - afterBytes: For ``Operation/write`` only: how many bytes the failing call still
-    ///     writes before it fails, to simulate a partial write.
-    package func failNext(_ operation: Operation, errno code: Int32, times: Int = 1, afterBytes: Int = 0) {
-        faults.withLock { faults in
-            faults.append(Fault(operation: operation, code: code, remaining: times, afterBytes: afterBytes))
-            hasFaults.store(true, ordering: .sequentiallyConsistent)
+        /// A failure of `operation` with `code`.
+        package init(operation: Operation, code: Int32) {
+            self.operation = operation
+            self.code = code
         }
     }
 
-    /// Kills the process with `SIGKILL` at the `call`-th call of `operation` from now,
-    /// before the call does anything (for ``Operation/write``, after writing `afterBytes`
-    /// bytes): a crash at a chosen point, for crash-recovery tests run in a child process.
-    package func crash(at operation: Operation, call: Int = 1, afterBytes: Int = 0) {
-        faults.withLock { faults in
-            faults.append(Fault(operation: operation, code: nil, skip: max(0, call - 1), remaining: 1, afterBytes: afterBytes))
-            hasFaults.store(true, ordering: .sequentiallyConsistent)
-        }
-    }
+    /// `openat(directory, name, flags | O_CLOEXEC, mode)`: the new descriptor.
+    package let openFile: @Sendable (_ directory: Int32, _ name: String, _ flags: Int32, _ mode: mode_t) throws(Failure) -> Int32
+    /// `mkdirat(directory, name, mode)`.
+    package let makeDirectoryFile: @Sendable (_ directory: Int32, _ name: String, _ mode: mode_t) throws(Failure) -> Void
+    /// Writes every byte of the buffer at the file's offset; some may be written before a failure.
+    package let writeBytes: @Sendable (_ fd: Int32, _ buffer: UnsafeRawBufferPointer) throws(Failure) -> Void
+    /// Flushes a file's data (or, with `metadata`, its data and metadata) to stable storage.
+    package let syncFile: @Sendable (_ fd: Int32, _ metadata: Bool) throws(Failure) -> Void
+    /// `renameat` within one directory.
+    package let renameFile: @Sendable (_ directory: Int32, _ from: String, _ to: String) throws(Failure) -> Void
+    /// `linkat` within one directory.
+    package let linkFile: @Sendable (_ directory: Int32, _ from: String, _ to: String) throws(Failure) -> Void
+    /// `ftruncate`.
+    package let truncateFile: @Sendable (_ fd: Int32, _ length: Int) throws(Failure) -> Void
+    /// `unlinkat` of a file.
+    package let unlinkFile: @Sendable (_ directory: Int32, _ name: String) throws(Failure) -> Void
+    /// `fchmod`.
+    package let changeFileMode: @Sendable (_ fd: Int32, _ mode: mode_t) throws(Failure) -> Void
 
-    /// Removes every injected fault that has not fired yet.
-    package func clearFaults() {
-        faults.withLock { faults in
-            faults.removeAll()
-            hasFaults.store(false, ordering: .sequentiallyConsistent)
-        }
-    }
-
-    /// How many times `operation` was called (including calls that failed).
-    package func count(_ operation: Operation) -> Int {
-        counters.withLock { $0[operation] ?? 0 }
-    }
-
-    /// Takes the fault for `operation`, if one is armed.
-    private func fault(for operation: Operation) -> Fault? {
-        counters.withLock { $0[operation, default: 0] += 1 }
-        guard hasFaults.load(ordering: .relaxed) else { return nil }
-        let fired = faults.withLock { faults -> Fault? in
-            guard let index = faults.firstIndex(where: { $0.operation == operation }) else { return nil }
-            if faults[index].skip > 0 {
-                faults[index].skip -= 1
-                return nil
-            }
-            let fault = faults[index]
-            faults[index].remaining -= 1
-            if faults[index].remaining <= 0 { faults.remove(at: index) }
-            if faults.isEmpty { hasFaults.store(false, ordering: .sequentiallyConsistent) }
-            return fault
-        }
-        if let fired, fired.code == nil, operation != .write { Self.die() }
-        return fired
-    }
-
-    private static func die() -> Never {
-        kill(getpid(), SIGKILL)
-        while true { pause() }
+    /// A file system made of the given calls; see ``live`` for what each must do.
+    package init(
+        openFile: @escaping @Sendable (Int32, String, Int32, mode_t) throws(Failure) -> Int32,
+        makeDirectoryFile: @escaping @Sendable (Int32, String, mode_t) throws(Failure) -> Void,
+        writeBytes: @escaping @Sendable (Int32, UnsafeRawBufferPointer) throws(Failure) -> Void,
+        syncFile: @escaping @Sendable (Int32, Bool) throws(Failure) -> Void,
+        renameFile: @escaping @Sendable (Int32, String, String) throws(Failure) -> Void,
+        linkFile: @escaping @Sendable (Int32, String, String) throws(Failure) -> Void,
+        truncateFile: @escaping @Sendable (Int32, Int) throws(Failure) -> Void,
+        unlinkFile: @escaping @Sendable (Int32, String) throws(Failure) -> Void,
+        changeFileMode: @escaping @Sendable (Int32, mode_t) throws(Failure) -> Void
+    ) {
+        self.openFile = openFile
+        self.makeDirectoryFile = makeDirectoryFile
+        self.writeBytes = writeBytes
+        self.syncFile = syncFile
+        self.renameFile = renameFile
+        self.linkFile = linkFile
+        self.truncateFile = truncateFile
+        self.unlinkFile = unlinkFile
+        self.changeFileMode = changeFileMode
     }
 
     // MARK: Calls
@@ -119,52 +86,49 @@ package final class FileSystem: Sendable {
     ///
     /// - Returns: The new file descriptor.
     package func open(at directory: Int32, _ name: String, flags: Int32, mode: mode_t = 0) throws(Failure) -> Int32 {
-        if let fault = fault(for: .open) { throw Failure(operation: .open, code: fault.code ?? EIO) }
-        while true {
-            let fd = openat(directory, name, flags | O_CLOEXEC, mode)
-            if fd >= 0 { return fd }
-            if errno != EINTR { throw Failure(operation: .open, code: errno) }
+        try openFile(directory, name, flags, mode)
+    }
+
+    /// Opens `name` for reading and writing, or for reading only when this process may not
+    /// write it (`EACCES`, `EROFS`): a file other users own, a read-only mount. Symbolic
+    /// links are never followed.
+    ///
+    /// - Parameter flags: The flags of the read-write open besides `O_RDWR` and
+    ///   `O_NOFOLLOW` (for example `O_APPEND | O_CREAT`); the read-only open takes none.
+    /// - Returns: The descriptor, and whether it was opened for writing.
+    /// - Throws: The failure of the read-write open when the read-only one fails too, or
+    ///   when it failed for another reason.
+    package func openWritableOrReadOnly(
+        at directory: Int32, _ name: String, flags: Int32 = 0, mode: mode_t = 0
+    ) throws(Failure) -> (fd: Int32, isWritable: Bool) {
+        do {
+            return (try open(at: directory, name, flags: O_RDWR | O_NOFOLLOW | flags, mode: mode), true)
+        } catch {
+            guard error.code == EACCES || error.code == EROFS,
+                  let fd = try? open(at: directory, name, flags: O_RDONLY | O_NOFOLLOW)
+            else { throw error }
+            return (fd, false)
         }
     }
 
     /// `mkdirat`.
     package func makeDirectory(at directory: Int32, _ name: String, mode: mode_t) throws(Failure) {
-        if let fault = fault(for: .mkdir) { throw Failure(operation: .mkdir, code: fault.code ?? EIO) }
-        guard mkdirat(directory, name, mode) == 0 else { throw Failure(operation: .mkdir, code: errno) }
+        try makeDirectoryFile(directory, name, mode)
     }
 
     /// Writes every byte of `buffer` at the file's current offset (the end, for a file
     /// opened with `O_APPEND`), looping over short writes.
     ///
-    /// - Returns: Normally `buffer.count`.
     /// - Throws: A ``Failure``; some bytes may have been written before it.
     package func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) throws(Failure) {
-        var offset = 0
-        var limit = buffer.count
-        var injected: Int32?
-        var crashes = false
-        if let fault = fault(for: .write) {
-            injected = fault.code
-            crashes = fault.code == nil
-            limit = min(fault.afterBytes, buffer.count)
-        }
-        while offset < limit {
-            let written = posixWrite(fd, buffer.baseAddress! + offset, limit - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw Failure(operation: .write, code: errno)
-            }
-            offset += written
-        }
-        if crashes { Self.die() }
-        if let injected { throw Failure(operation: .write, code: injected) }
+        try writeBytes(fd, buffer)
     }
 
     /// Writes every byte of `bytes`; see ``write(_:_:)-(_,UnsafeRawBufferPointer)``.
     package func write(_ fd: Int32, bytes: [UInt8]) throws(Failure) {
         let failure = bytes.withUnsafeBytes { raw -> Failure? in
             do throws(Failure) {
-                try write(fd, raw)
+                try writeBytes(fd, raw)
                 return nil
             } catch {
                 return error
@@ -176,51 +140,83 @@ package final class FileSystem: Sendable {
     /// Flushes a file's data to stable storage (`fdatasync` on Linux, `F_FULLFSYNC` on
     /// Darwin), or, with `metadata`, its data and metadata (`fsync`; used for directories).
     package func sync(_ fd: Int32, metadata: Bool = false) throws(Failure) {
-        if let fault = fault(for: .fsync) { throw Failure(operation: .fsync, code: fault.code ?? EIO) }
-        while true {
-            #if canImport(Glibc)
-            let result = metadata ? fsync(fd) : fdatasync(fd)
-            #else
-            var result = fcntl(fd, F_FULLFSYNC)
-            if result != 0 { result = fsync(fd) }
-            #endif
-            if result == 0 { return }
-            if errno != EINTR { throw Failure(operation: .fsync, code: errno) }
-        }
+        try syncFile(fd, metadata)
     }
 
     /// `renameat` within one directory.
     package func rename(at directory: Int32, _ from: String, to: String) throws(Failure) {
-        if let fault = fault(for: .rename) { throw Failure(operation: .rename, code: fault.code ?? EIO) }
-        guard renameat(directory, from, directory, to) == 0 else { throw Failure(operation: .rename, code: errno) }
+        try renameFile(directory, from, to)
     }
 
     /// `linkat` within one directory: makes `to` name the file `from` names, failing with
     /// `EEXIST` if `to` exists.
     package func link(at directory: Int32, _ from: String, to: String) throws(Failure) {
-        if let fault = fault(for: .link) { throw Failure(operation: .link, code: fault.code ?? EIO) }
-        guard linkat(directory, from, directory, to, 0) == 0 else { throw Failure(operation: .link, code: errno) }
+        try linkFile(directory, from, to)
     }
 
     /// `ftruncate`.
     package func truncate(_ fd: Int32, to length: Int) throws(Failure) {
-        if let fault = fault(for: .truncate) { throw Failure(operation: .truncate, code: fault.code ?? EIO) }
-        while ftruncate(fd, off_t(length)) != 0 {
-            if errno != EINTR { throw Failure(operation: .truncate, code: errno) }
-        }
+        try truncateFile(fd, length)
     }
 
     /// `unlinkat` of a file.
     package func unlink(at directory: Int32, _ name: String) throws(Failure) {
-        if let fault = fault(for: .unlink) { throw Failure(operation: .unlink, code: fault.code ?? EIO) }
-        guard unlinkat(directory, name, 0) == 0 else { throw Failure(operation: .unlink, code: errno) }
+        try unlinkFile(directory, name)
     }
 
     /// `fchmod`.
     package func changeMode(_ fd: Int32, to mode: mode_t) throws(Failure) {
-        if let fault = fault(for: .chmod) { throw Failure(operation: .chmod, code: fault.code ?? EIO) }
-        guard fchmod(fd, mode) == 0 else { throw Failure(operation: .chmod, code: errno) }
+        try changeFileMode(fd, mode)
     }
+}
+
+extension FileSystem {
+    /// The system calls themselves.
+    package static let live = FileSystem(
+        openFile: { directory, name, flags, mode throws(Failure) -> Int32 in
+            while true {
+                let fd = openat(directory, name, flags | O_CLOEXEC, mode)
+                if fd >= 0 { return fd }
+                if errno != EINTR { throw Failure(operation: .open, code: errno) }
+            }
+        },
+        makeDirectoryFile: { directory, name, mode throws(Failure) in
+            guard mkdirat(directory, name, mode) == 0 else { throw Failure(operation: .mkdir, code: errno) }
+        },
+        writeBytes: { fd, buffer throws(Failure) in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Platform.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw Failure(operation: .write, code: errno)
+                }
+                offset += written
+            }
+        },
+        syncFile: { fd, metadata throws(Failure) in
+            while true {
+                if Platform.sync(fd, metadata: metadata) == 0 { return }
+                if errno != EINTR { throw Failure(operation: .fsync, code: errno) }
+            }
+        },
+        renameFile: { directory, from, to throws(Failure) in
+            guard renameat(directory, from, directory, to) == 0 else { throw Failure(operation: .rename, code: errno) }
+        },
+        linkFile: { directory, from, to throws(Failure) in
+            guard linkat(directory, from, directory, to, 0) == 0 else { throw Failure(operation: .link, code: errno) }
+        },
+        truncateFile: { fd, length throws(Failure) in
+            while ftruncate(fd, off_t(length)) != 0 {
+                if errno != EINTR { throw Failure(operation: .truncate, code: errno) }
+            }
+        },
+        unlinkFile: { directory, name throws(Failure) in
+            guard unlinkat(directory, name, 0) == 0 else { throw Failure(operation: .unlink, code: errno) }
+        },
+        changeFileMode: { fd, mode throws(Failure) in
+            guard fchmod(fd, mode) == 0 else { throw Failure(operation: .chmod, code: errno) }
+        })
 }
 
 extension FileSystem.Failure {
@@ -229,13 +225,3 @@ extension FileSystem.Failure {
         MirrorError.posix(code, operation.rawValue, file: file)
     }
 }
-
-#if canImport(Glibc)
-@inline(__always) private func posixWrite(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int) -> Int {
-    Glibc.write(fd, pointer, count)
-}
-#elseif canImport(Darwin)
-@inline(__always) private func posixWrite(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int) -> Int {
-    Darwin.write(fd, pointer, count)
-}
-#endif
