@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The system calls the JSON-file database changes the disk with, as a value: ``live``
 /// makes them; a test hands the database another value (MirrorTesting's
