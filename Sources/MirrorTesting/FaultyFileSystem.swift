@@ -13,7 +13,7 @@ import Synchronization
 /// let faulty = FaultyFileSystem()
 /// let database = try JSONFileDatabase(isolatedDirectory: url, fileSystem: faulty.fileSystem)
 /// faulty.failNext(.fsync, errno: EIO)
-/// // the next commit throws MirrorError.ioFailure and stores nothing
+/// // the next commit throws MirrorError.Kind.ioFailure and stores nothing
 /// ```
 ///
 /// Not API: the JSON-file database's file-system seam is internal to this package.

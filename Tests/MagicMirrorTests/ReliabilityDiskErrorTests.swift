@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 import MirrorTesting
 import Testing
 
@@ -68,7 +69,7 @@ import Testing
             if seen.value.count < failures { faulty.failNext(operation, errno: code, afterBytes: 40) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
-        let changes = AsyncCollector(mirror.changes)
+        let changes = AsyncCollector(mirror.changes())
         faulty.failNext(operation, errno: code, afterBytes: 40)
 
         mirror.dataModel.append(chore)
@@ -143,7 +144,7 @@ import Testing
         try await flush(mirror)
         let chore = Chore(id: "faulted-\(UUID().uuidString)", title: "during")
         let errors = reliabilityErrors(under: directory.url, orNaming: [chore.id])
-        let changes = AsyncCollector(mirror.changes)
+        let changes = AsyncCollector(mirror.changes())
 
         faulty.failNext(.fsync, errno: EIO)
         faulty.failNext(.rename, errno: code)

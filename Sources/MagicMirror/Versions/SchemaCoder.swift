@@ -26,8 +26,8 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
 
     package init() {
         migrations = Record.migrations
-        encoder = RecordCoder.makeEncoder()
-        decoder = RecordCoder.makeDecoder()
+        encoder = StoredFieldsFormat.makeEncoder()
+        decoder = StoredFieldsFormat.makeDecoder()
     }
 
     /// The type's schema version: its number of migrations plus one.
@@ -68,8 +68,8 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
             }
         }
         let results = migrations.isEmpty
-            ? RecordBatchCoding.decodeInOrder(records, as: Record.self, with: decoder)
-            : RecordBatchCoding.decodeInOrder(prepared, as: Record.self, with: decoder)
+            ? BatchJSONCoding.decodeInOrder(records, as: Record.self, with: decoder)
+            : BatchJSONCoding.decodeInOrder(prepared, as: Record.self, with: decoder)
         return zip(records, results).enumerated().map { index, pair in
             if let failure = migrationFailures[index] { return .failure(failure) }
             let (record, result) = pair

@@ -39,7 +39,7 @@ import Testing
 
             for _ in 0..<2 {
                 var failure: FileSystem.Failure?
-                do {
+                do throws(FileSystem.Failure) {
                     try fileSystem.makeDirectory(at: root, "d", mode: 0o700)
                 } catch {
                     failure = error
@@ -65,7 +65,7 @@ import Testing
             faulty.failNext(.write, errno: ENOSPC, afterBytes: 4)
 
             var failure: FileSystem.Failure?
-            do {
+            do throws(FileSystem.Failure) {
                 try fileSystem.write(fd, bytes: Array("0123456789".utf8))
             } catch {
                 failure = error
@@ -88,7 +88,7 @@ import Testing
 
             var codes: [Int32] = []
             for _ in 0..<3 {
-                do {
+                do throws(FileSystem.Failure) {
                     close(try fileSystem.open(at: root, "x", flags: O_RDONLY | O_CREAT, mode: 0o600))
                     codes.append(0)
                 } catch {

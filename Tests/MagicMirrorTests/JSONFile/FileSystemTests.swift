@@ -39,7 +39,7 @@ import Testing
         try withOpenTemporaryDirectory { directory, root in
 
             var failure: FileSystem.Failure?
-            do {
+            do throws(FileSystem.Failure) {
                 _ = try FileSystem.live.open(at: root, "missing", flags: O_RDONLY)
             } catch {
                 failure = error
@@ -88,7 +88,7 @@ import Testing
             faulty.failNext(.open, errno: code, times: times)
 
             var failure: FileSystem.Failure?
-            do {
+            do throws(FileSystem.Failure) {
                 close(try faulty.fileSystem.openWritableOrReadOnly(at: root, "lock", flags: O_CREAT).fd)
             } catch {
                 failure = error

@@ -11,7 +11,7 @@
 /// let faulty = FaultyFileSystem()
 /// let database = try JSONFileDatabase(isolatedDirectory: url, fileSystem: faulty.fileSystem)
 /// faulty.failNext(.fsync, errno: EIO)
-/// // the next commit throws MirrorError.ioFailure and stores nothing
+/// // the next commit throws MirrorError.Kind.ioFailure and stores nothing
 /// ```
 package struct FileSystem: Sendable {
     /// A kind of call, as named in failures (and counted by test file systems).
