@@ -242,15 +242,16 @@ struct AssetRecord: Recordable {
     @Test(arguments: [(FileSystem.Operation.write, ENOSPC), (.fsync, EIO), (.rename, EIO)])
     func aStoreTheDiskRefusesLeavesNothing(operation: FileSystem.Operation, code: Int32) async throws {
         defer { directory.remove() }
-        let database = try open()
+        let faulty = FaultyFileSystem()
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
         let mirror = try await Mirror<AssetRecord>(database: database)
         _ = try await mirror.storeAsset(Data("first".utf8))  // the directory and lease exist now
-        let flushesBefore = database.fileSystem.count(.fsync)
+        let flushesBefore = faulty.count(.fsync)
         _ = try await mirror.storeAsset(Data("second".utf8))
         // The copy, then the directory after the rename: both flushed before the store returns.
-        #expect(database.fileSystem.count(.fsync) - flushesBefore == 2)
+        #expect(faulty.count(.fsync) - flushesBefore == 2)
 
-        database.fileSystem.failNext(operation, errno: code)
+        faulty.failNext(operation, errno: code)
         let error = await expectMirrorError(code == ENOSPC ? .diskFull : .ioFailure) {
             try await mirror.storeAsset(AssetPayload.bytes(name: "refused", size: 100_000))
         }

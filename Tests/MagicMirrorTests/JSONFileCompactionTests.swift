@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import MagicMirror
+import MirrorTesting
 import Testing
 
 /// Compaction: automatic when the journal outgrows the snapshot, safe for readers holding
@@ -123,14 +124,14 @@ import Testing
     func aFailedCompactionLeavesTheZoneAsItWas(failing operation: FileSystem.Operation) async throws {
         let directory = try TemporaryDirectory("compaction-fail")
         defer { directory.remove() }
-        let fileSystem = FileSystem()
-        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: fileSystem)
+        let faulty = FaultyFileSystem()
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
         for index in 0..<5 { try await db.commit([jsonSave("r\(index)", ["n": index])], to: zone) }
         let zoneDirectory = db.directory(of: zone)
         let namesBefore = JSONFileTestSupport.names(in: zoneDirectory)
         let journalBefore = try Data(contentsOf: zoneDirectory.appendingPathComponent("journal-0.ndjson"))
 
-        fileSystem.failNext(operation, errno: EIO)
+        faulty.failNext(operation, errno: EIO)
         await #expect(throws: MirrorError.self) { try await db.compact(zone) }
         #expect(JSONFileTestSupport.names(in: zoneDirectory) == namesBefore, "no new files are left behind")
         #expect(try Data(contentsOf: zoneDirectory.appendingPathComponent("journal-0.ndjson")) == journalBefore)

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import MagicMirror
+import MirrorTesting
 import Testing
 
 /// Durable and relaxed commits, group commit, and failures injected through the file-system
@@ -16,15 +17,15 @@ import Testing
         let directory = try TemporaryDirectory("durability")
         defer { directory.remove() }
         for durability in [JSONFileDatabase.Durability.durable, .relaxed] {
-            let fileSystem = FileSystem()
+            let faulty = FaultyFileSystem()
             let db = try JSONFileDatabase(
                 isolatedDirectory: directory.url.appendingPathComponent("\(durability)"),
-                options: .init(durability: durability), fileSystem: fileSystem)
+                options: .init(durability: durability), fileSystem: faulty.fileSystem)
             try await db.commit([jsonSave("first", ["v": 1])], to: zone)  // creates the zone
-            let before = (fileSystem.count(.fsync), fileSystem.count(.write))
+            let before = (faulty.count(.fsync), faulty.count(.write))
             for index in 0..<5 { try await db.commit([jsonSave("r\(index)", ["n": index])], to: zone) }
-            #expect(fileSystem.count(.write) - before.1 == 5)
-            #expect(fileSystem.count(.fsync) - before.0 == (durability == .durable ? 5 : 0), "\(durability)")
+            #expect(faulty.count(.write) - before.1 == 5)
+            #expect(faulty.count(.fsync) - before.0 == (durability == .durable ? 5 : 0), "\(durability)")
             // Either way, another process sees the commits at once.
             let other = try JSONFileDatabase(isolatedDirectory: db.directory)
             #expect(try await other.fetchAll(in: zone).records.count == 6)
@@ -34,10 +35,10 @@ import Testing
     @Test func waitingCommitsShareOneAppendAndOneFsync() async throws {
         let directory = try TemporaryDirectory("group-commit")
         defer { directory.remove() }
-        let fileSystem = FileSystem()
-        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: fileSystem)
+        let faulty = FaultyFileSystem()
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
         try await db.commit([jsonSave("first", ["v": 1])], to: zone)
-        let before = (fileSystem.count(.fsync), fileSystem.count(.write))
+        let before = (faulty.count(.fsync), faulty.count(.write))
 
         // Hold the zone's lock as another process would, so commits pile up behind it.
         let lockFD = open(db.directory(of: zone).appendingPathComponent("lock").path, O_RDWR)
@@ -69,9 +70,9 @@ import Testing
         #expect(outcomes.allSatisfy { $0.isApplied })
         // The first commit may go alone (if the flusher took it before the others queued);
         // every other commit shares one append and one flush.
-        let appends = fileSystem.count(.write) - before.1
+        let appends = faulty.count(.write) - before.1
         #expect((1...2).contains(appends), "\(waiting + 1) commits took \(appends) appends")
-        #expect(fileSystem.count(.fsync) - before.0 == appends)
+        #expect(faulty.count(.fsync) - before.0 == appends)
         #expect(Set(outcomes.map(\.token.sequence)) == Set(2...(waiting + 2)), "still one sequence per commit")
         let lines = try JSONFileTestSupport.jsonLines(db.directory(of: zone).appendingPathComponent("journal-0.ndjson"))
         #expect(lines.count == waiting + 2)
@@ -99,8 +100,8 @@ import Testing
     func aFailedAppendLeavesNothingVisible(operation: FileSystem.Operation, code: Int32, kind: MirrorError.Kind) async throws {
         let directory = try TemporaryDirectory("inject")
         defer { directory.remove() }
-        let fileSystem = FileSystem()
-        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: fileSystem)
+        let faulty = FaultyFileSystem()
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
         let first = try await db.commit([jsonSave("a", ["v": 1])], to: zone)
         let journal = db.directory(of: zone).appendingPathComponent("journal-0.ndjson")
         let intact = try Data(contentsOf: journal)
@@ -109,7 +110,7 @@ import Testing
         defer { subscription.cancel() }
 
         // A write that fails after writing part of its bytes; or a flush that fails.
-        fileSystem.failNext(operation, errno: code, afterBytes: 40)
+        faulty.failNext(operation, errno: code, afterBytes: 40)
         do {
             try await db.commit([jsonSave("b", ["v": 1]), jsonSave("c", ["v": 1])], to: zone)
             Issue.record("the commit succeeded")
@@ -156,11 +157,11 @@ import Testing
     @Test func aCutBackThatFailsIsFinishedByTheNextWriter() async throws {
         let directory = try TemporaryDirectory("inject-truncate")
         defer { directory.remove() }
-        let fileSystem = FileSystem()
-        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: fileSystem)
+        let faulty = FaultyFileSystem()
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
         try await db.commit([jsonSave("a", ["v": 1])], to: zone)
-        fileSystem.failNext(.write, errno: ENOSPC, afterBytes: 40)
-        fileSystem.failNext(.truncate, errno: EIO)
+        faulty.failNext(.write, errno: ENOSPC, afterBytes: 40)
+        faulty.failNext(.truncate, errno: EIO)
         await #expect(throws: MirrorError.self) { try await db.commit([jsonSave("b", ["v": 1])], to: zone) }
         try await db.commit([jsonSave("c", ["v": 1])], to: zone)
         let journal = db.directory(of: zone).appendingPathComponent("journal-0.ndjson")
@@ -172,9 +173,9 @@ import Testing
     @Test func aFailureCreatingAZoneStoresNothing() async throws {
         let directory = try TemporaryDirectory("inject-create")
         defer { directory.remove() }
-        let fileSystem = FileSystem()
-        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: fileSystem)
-        fileSystem.failNext(.mkdir, errno: EACCES)
+        let faulty = FaultyFileSystem()
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
+        faulty.failNext(.mkdir, errno: EACCES)
         do {
             try await db.commit([jsonSave("a", ["v": 1])], to: zone)
             Issue.record("the commit succeeded")

@@ -6,6 +6,7 @@ import Darwin
 import Foundation
 import MagicMirror
 import MirrorTestSupport
+import MirrorTesting
 import Testing
 
 /// Full disks and I/O errors at the `Mirror` level, injected through the database's
@@ -46,8 +47,8 @@ import Testing
     ) async throws {
         let directory = try TemporaryDirectory("append-fault")
         defer { directory.remove() }
-        let fileSystem = FileSystem()
-        let database = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: fileSystem)
+        let faulty = FaultyFileSystem()
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
         let mirror = try await Mirror<Chore>(database: database, configuration: quickRetries)
         let acknowledged = Chore(id: "acknowledged-\(UUID().uuidString)", title: "before")
         mirror.dataModel.append(acknowledged)
@@ -65,11 +66,11 @@ import Testing
             guard let error = $0.object as? MirrorError, error.recordIDs.contains(chore.id) else { return }
             let pending = mirror.pendingChanges.first { $0.recordID == chore.id }
             seen.update { $0.append("\(error.kind) attempts=\(pending?.failedAttempts ?? -1)") }
-            if seen.value.count < failures { fileSystem.failNext(operation, errno: code, afterBytes: 40) }
+            if seen.value.count < failures { faulty.failNext(operation, errno: code, afterBytes: 40) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
         let changes = AsyncCollector(mirror.changes())
-        fileSystem.failNext(operation, errno: code, afterBytes: 40)
+        faulty.failNext(operation, errno: code, afterBytes: 40)
 
         mirror.dataModel.append(chore)
         try await changes.wait("the change committed after \(failures) failures") { changes in
@@ -98,19 +99,19 @@ import Testing
     func aFailedCompactionAfterACommitLosesNothing(code: Int32, kind: MirrorError.Kind) async throws {
         let directory = try TemporaryDirectory("rename-fault")
         defer { directory.remove() }
-        let fileSystem = FileSystem()
+        let faulty = FaultyFileSystem()
         let database = try JSONFileDatabase(
-            isolatedDirectory: directory.url, options: .init(compactionThreshold: 64), fileSystem: fileSystem)
+            isolatedDirectory: directory.url, options: .init(compactionThreshold: 64), fileSystem: faulty.fileSystem)
         let mirror = try await Mirror<Chore>(database: database, configuration: quickRetries)
         let errors = reliabilityErrors(under: directory.url)
         let zoneDirectory = database.directory(of: zone)
 
-        fileSystem.failNext(.rename, errno: code)
+        faulty.failNext(.rename, errno: code)
         let first = Chore(id: "first-\(UUID().uuidString)", title: "first")
         mirror.dataModel.append(first)
         try await flush(mirror)
         try await database.waitForBackgroundWork(in: zone)
-        #expect(fileSystem.count(.rename) == 1, "a compaction ran")
+        #expect(faulty.count(.rename) == 1, "a compaction ran")
         #expect(errors.errors.items.map(\.kind) == [kind])
         #expect(errors.errors.items.first?.message.contains("compaction failed") == true)
         #expect(JSONFileTestSupport.names(in: zoneDirectory) == ["journal-0.ndjson", "lock"], "nothing half-made is left")
@@ -119,7 +120,7 @@ import Testing
         mirror.dataModel.append(second)
         try await flush(mirror)
         try await database.waitForBackgroundWork(in: zone)
-        #expect(fileSystem.count(.rename) == 2, "the next commit compacted again")
+        #expect(faulty.count(.rename) == 2, "the next commit compacted again")
         #expect(try await database.currentToken(in: zone).generation == 1)
         #expect(errors.count == 1, "one notification for one failure")
         let check = try await expectStoredOnce([first.id, second.id], in: directory)
@@ -135,8 +136,8 @@ import Testing
     func aFailedCompactionDuringACommitLosesNothing(code: Int32, kind: MirrorError.Kind) async throws {
         let directory = try TemporaryDirectory("commit-rename-fault")
         defer { directory.remove() }
-        let fileSystem = FileSystem()
-        let database = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: fileSystem)
+        let faulty = FaultyFileSystem()
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
         let mirror = try await Mirror<Chore>(database: database, configuration: quickRetries)
         let acknowledged = Chore(id: "acknowledged-\(UUID().uuidString)", title: "before")
         mirror.dataModel.append(acknowledged)
@@ -145,14 +146,14 @@ import Testing
         let errors = reliabilityErrors(under: directory.url, orNaming: [chore.id])
         let changes = AsyncCollector(mirror.changes())
 
-        fileSystem.failNext(.fsync, errno: EIO)
-        fileSystem.failNext(.rename, errno: code)
+        faulty.failNext(.fsync, errno: EIO)
+        faulty.failNext(.rename, errno: code)
         mirror.dataModel.append(chore)
         try await changes.wait("the change committed") { changes in
             changes.contains { $0.recordID == chore.id && $0.state == .committed }
         }
         try await flush(mirror)
-        #expect(fileSystem.count(.rename) == 1)
+        #expect(faulty.count(.rename) == 1)
         #expect(Set(errors.errors.items.map(\.kind)) == [.ioFailure, kind])
         #expect(errors.count == 2, "the failed flush and the failed compaction, once each: \(errors.errors.items)")
         let check = try await expectStoredOnce([acknowledged.id, chore.id], in: directory)

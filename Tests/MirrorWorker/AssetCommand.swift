@@ -30,9 +30,9 @@ enum AssetCommand {
         let options = try WorkerOptions(
             arguments, usage: "mirror-worker asset --db DIR [--crash-at OP:CALL[:BYTES]]")
         let directory = try options.required("db")
-        let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory))
+        let database = try options.openDatabase(directory)
         let mirror = try await Mirror<AssetRecord>(database: database)
-        try options.armCrash(on: database)
+        try options.armCrash()
         emitLine("ready \(database.writerID)")
         var stored: [String: Asset] = [:]
         let scratch = FileManager.default.temporaryDirectory

@@ -40,8 +40,8 @@ enum MirrorWriterCommand {
         var databaseOptions = JSONFileDatabase.Options()
         if options.flag("relaxed") { databaseOptions.durability = .relaxed }
         databaseOptions.compactionThreshold = try options.int("compaction-threshold", default: 1 << 20)
-        let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory), options: databaseOptions)
-        try options.armCrash(on: database)
+        let database = try options.openDatabase(directory, options: databaseOptions)
+        try options.armCrash()
         let user = try options.string("user").map { name throws(MirrorError) in try MirrorUser(name: name) }
         let mirror = try await Mirror<CrashRecord>(
             database: database, scope: user == nil ? .public : .private, user: user,

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import MirrorTestSupport
 import MagicMirror
+import MirrorTesting
 
 // What the reliability subcommands (`mirror-writer`, `mirror-editor`, `mirror-retry`) share:
 // option parsing, output and standard input. Their record types are in MirrorTestSupport
@@ -12,6 +13,9 @@ struct WorkerOptions {
     private var values: [String: String] = [:]
     private var switches: Set<String> = []
     let usage: String
+    /// The file system of databases opened with ``openDatabase(_:options:)``, where
+    /// `--crash-at` is armed.
+    private let faulty = FaultyFileSystem()
 
     /// Parses `arguments`; `flags` are the switches that take no value.
     init(_ arguments: [String], flags: Set<String> = [], usage: String) throws {
@@ -47,14 +51,23 @@ struct WorkerOptions {
 
     func flag(_ name: String) -> Bool { switches.contains(name) }
 
-    /// Arms `--crash-at OPERATION:CALL[:BYTES]` on a database's file-system seam.
-    func armCrash(on database: JSONFileDatabase) throws {
+    /// Opens the database in `directory`: with `--crash-at`, on a file system where
+    /// ``armCrash()`` can arm it, else as any program would.
+    func openDatabase(_ directory: String, options: JSONFileDatabase.Options = .init()) throws -> JSONFileDatabase {
+        let url = URL(fileURLWithPath: directory)
+        guard values["crash-at"] != nil else { return try JSONFileDatabase(directory: url, options: options) }
+        return try JSONFileDatabase(isolatedDirectory: url, options: options, fileSystem: faulty.fileSystem)
+    }
+
+    /// Arms `--crash-at OPERATION:CALL[:BYTES]` on the file system of the database opened
+    /// with ``openDatabase(_:options:)``: calls are counted from now.
+    func armCrash() throws {
         guard let crash = values["crash-at"] else { return }
         let parts = crash.split(separator: ":").map(String.init)
         guard let operation = parts.first.flatMap(FileSystem.Operation.init(rawValue:)),
               let call = parts.dropFirst().first.flatMap(Int.init)
         else { throw WorkerUsageError("bad --crash-at \(crash); \(usage)") }
-        database.fileSystem.crash(at: operation, call: call, afterBytes: parts.count > 2 ? Int(parts[2]) ?? 0 : 0)
+        faulty.crash(at: operation, call: call, afterBytes: parts.count > 2 ? Int(parts[2]) ?? 0 : 0)
     }
 }
 

@@ -43,8 +43,8 @@ enum VersionsCommand {
     static func run(_ arguments: [String]) async throws {
         let options = try WorkerOptions(
             arguments, usage: "mirror-worker versions --db DIR --schema 1|2 [--batch N] [--crash-at OP:CALL[:BYTES]]")
-        let database = try JSONFileDatabase(directory: URL(fileURLWithPath: try options.required("db")))
-        try options.armCrash(on: database)
+        let database = try options.openDatabase(try options.required("db"))
+        try options.armCrash()
         let configuration = MirrorConfiguration(maximumBatchSize: try options.int("batch", default: 256))
         switch try options.int("schema", default: 1) {
         case 1:

@@ -42,8 +42,8 @@ enum WriteCommand {
         if options.flag("relaxed") { databaseOptions.durability = .relaxed }
         databaseOptions.compactionThreshold = try options.int(
             "compaction-threshold", default: databaseOptions.compactionThreshold)
-        let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory), options: databaseOptions)
-        try options.armCrash(on: database)
+        let database = try options.openDatabase(directory, options: databaseOptions)
+        try options.armCrash()
         emit("ready \(database.writerID)")
         var next = 0
         while next < count {

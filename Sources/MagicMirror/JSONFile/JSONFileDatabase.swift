@@ -136,7 +136,7 @@ public final class JSONFileDatabase: RecordDatabase {
 
     /// Opens the database with its own engine, writer id and file system, as another
     /// process would: for tests of multi-writer behaviour and of injected failures.
-    package init(isolatedDirectory directory: URL, options: Options = Options(), fileSystem: FileSystem = FileSystem()) throws {
+    package init(isolatedDirectory directory: URL, options: Options = Options(), fileSystem: FileSystem = .live) throws {
         let path = try JSONFileEngine.canonicalPath(of: directory)
         self.engine = try JSONFileEngine(path: path, options: options, fileSystem: fileSystem)
         self.options = options
@@ -173,16 +173,13 @@ public final class JSONFileDatabase: RecordDatabase {
     /// opened on it in this process.
     public var writerID: String { engine.context.writerID }
 
-    /// Every problem found in the files so far, oldest first: corrupt or torn entries that
+    /// The problems found in the files so far, oldest first: corrupt or torn entries that
     /// were quarantined (kind ``MirrorError/Kind/corruptEntry``, with the file and, when it
     /// can be seen, the record id), and background work that failed (automatic compaction).
     ///
     /// Each problem is also posted once as a notification named `.mirrorError` whose
-    /// `object` is the ``MirrorError``.
+    /// `object` is the ``MirrorError``. The latest 4096 are kept.
     public var problems: [MirrorError] { engine.context.problems.all }
-
-    /// The file-system seam this instance writes through (tests inject failures with it).
-    package var fileSystem: FileSystem { engine.context.fileSystem }
 
     /// The directory of a zone on disk (it exists once the zone was used).
     package func directory(of zone: ZoneID) -> URL {

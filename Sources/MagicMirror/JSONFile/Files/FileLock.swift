@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// An advisory `flock` on an open file, held by one open file description: exclusive, or
 /// shared with other shared holders.

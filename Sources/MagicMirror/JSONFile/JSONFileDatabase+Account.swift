@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Foundation
 
 /// The JSON-file database checks a user's private scope itself: see
@@ -36,10 +31,10 @@ extension JSONFileEngine {
         try NameRules.check(user, as: "user name", scope: .private)
         let privateName = JSONFileFormat.privateDirectory
         let privatePath = context.rootPath + "/" + privateName
-        let privateFD = try openOrMakeDirectory(at: context.rootFD, privateName, path: privatePath, mode: 0o711)
+        let privateFD = try openPrivateDirectory(at: context.rootFD, privateName, path: privatePath, mode: 0o711)
         defer { close(privateFD) }
         let userPath = privatePath + "/" + user
-        let userFD = try openOrMakeDirectory(at: privateFD, user, path: userPath, mode: 0o700)
+        let userFD = try openPrivateDirectory(at: privateFD, user, path: userPath, mode: 0o700)
         defer { close(userFD) }
 
         var info = stat()
@@ -72,36 +67,14 @@ extension JSONFileEngine {
         }
     }
 
-    /// Opens a directory below `parent`, creating it with `mode` if it does not exist,
-    /// without following a symbolic link.
-    private func openOrMakeDirectory(
+    /// Opens (creating as needed) a directory of the private scope.
+    private func openPrivateDirectory(
         at parent: Int32, _ name: String, path: String, mode: mode_t
     ) throws(MirrorError) -> Int32 {
-        let fileSystem = context.fileSystem
-        for _ in 0..<4 {
-            do throws(FileSystem.Failure) {
-                return try fileSystem.open(at: parent, name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
-            } catch where error.code == ENOENT {
-                do throws(FileSystem.Failure) {
-                    try fileSystem.makeDirectory(at: parent, name, mode: mode)
-                    try? fileSystem.sync(parent, metadata: true)
-                } catch where error.code == EEXIST {
-                    // Made by another process meanwhile: open it.
-                } catch {
-                    throw error.mirrorError(file: path).adding(scope: .private)
-                }
-            } catch where error.code == ELOOP || error.code == ENOTDIR || error.code == EMLINK {
-                if JSONFileIO.info(at: parent, name)?.isSymbolicLink == true {
-                    throw MirrorError(
-                        .permissionDenied,
-                        "\(path) is a symbolic link; the JSON-file database does not follow links "
-                            + "below its directory", scope: .private, file: path)
-                }
-                throw MirrorError(.ioFailure, "\(path) is not a directory", scope: .private, file: path)
-            } catch {
-                throw error.mirrorError(file: path).adding(scope: .private)
-            }
+        do {
+            return try context.fileSystem.openOrMakeDirectory(at: parent, name, path: path, mode: mode)
+        } catch {
+            throw error.adding(scope: .private)
         }
-        throw MirrorError(.ioFailure, "could not create the directory \(path)", scope: .private, file: path)
     }
 }

@@ -1,0 +1,94 @@
+import Foundation
+
+/// Reading journals: lines grouped into commits and appends, with the bad lines and the
+/// repeated sequence numbers set apart.
+extension JSONFileFormat {
+    /// One decoded journal line.
+    struct JournalEntry {
+        var sequence: Int
+        var record: StoredRecord
+        var isLast: Bool
+    }
+
+    /// The result of reading a stretch of journal.
+    struct JournalScan {
+        /// Complete commits, in order: sequence and changed records.
+        var commits: [(sequence: Int, records: [StoredRecord])] = []
+        /// Bytes from the start of the stretch to the end of the last complete append.
+        var consumed = 0
+        /// Lines within `consumed` that do not decode: offset and length (newline included),
+        /// relative to the stretch.
+        var bad: [(offset: Int, length: Int)] = []
+        /// Complete commits whose sequence number is not above every one before them (the
+        /// reader's and the stretch's): the offset and length of their lines, and the number.
+        /// They are not in `commits`.
+        var repeated: [(offset: Int, length: Int, sequence: Int)] = []
+    }
+
+    /// Reads journal lines from `count` bytes at `base`.
+    ///
+    /// Lines are applied an append at a time: the last line of every append carries
+    /// `"end":true`, and only lines followed by such a line are complete. An append holds
+    /// one or more whole commits (consecutive lines with the same `seq`); a failed or
+    /// interrupted append has no `end` at its end, so none of it is ever applied. Anything
+    /// after the last `end` line is left unconsumed.
+    ///
+    /// Sequence numbers only grow: a commit whose number is not above `sequence` (what the
+    /// reader has applied already) and every earlier commit of the stretch is listed in
+    /// ``JournalScan/repeated`` instead of ``JournalScan/commits``.
+    static func scanJournal(
+        _ base: UnsafePointer<UInt8>, count: Int, after sequence: Int, parser: inout LineParser
+    ) -> JournalScan {
+        var scan = JournalScan()
+        var pending: [(sequence: Int, records: [StoredRecord], start: Int, end: Int)] = []
+        var pendingBad: [(offset: Int, length: Int)] = []
+        var highest = sequence
+        var start = 0
+        while start < count {
+            guard let found = memchr(base + start, 0x0A, count - start) else { break }
+            let newline = UnsafePointer<UInt8>(found.assumingMemoryBound(to: UInt8.self)) - base
+            defer { start = newline + 1 }
+            if isBlank(base, start, newline) { continue }
+            guard let entry = parser.parseJournalLine(base, start: start, end: newline) else {
+                pendingBad.append((start, newline + 1 - start))
+                continue
+            }
+            // Only the sequence number is read from the last pending commit: a copy of the
+            // element would share its records' storage, and each append would then copy them
+            // all (quadratic in the size of a commit).
+            if !pending.isEmpty, pending[pending.count - 1].sequence == entry.sequence {
+                pending[pending.count - 1].records.append(entry.record)
+                pending[pending.count - 1].end = newline + 1
+            } else {
+                pending.append((entry.sequence, [entry.record], start, newline + 1))
+            }
+            if entry.isLast {
+                for commit in pending {
+                    if commit.sequence > highest {
+                        highest = commit.sequence
+                        scan.commits.append((commit.sequence, commit.records))
+                    } else {
+                        scan.repeated.append((commit.start, commit.end - commit.start, commit.sequence))
+                    }
+                }
+                pending.removeAll()
+                scan.consumed = newline + 1
+                scan.bad.append(contentsOf: pendingBad)
+                pendingBad.removeAll()
+            }
+        }
+        return scan
+    }
+
+    /// Whether the bytes from `start` to `end` are spaces, tabs and carriage returns only.
+    static func isBlank(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
+        var index = start
+        while index < end {
+            switch base[index] {
+            case 0x20, 0x09, 0x0D: index += 1
+            default: return false
+            }
+        }
+        return true
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+
+extension JSONFileFormat {
+    /// Decodes journal lines and snapshot records, remembering the last writer id so that
+    /// the many lines of one writer share one string.
+    struct LineParser {
+        private var lastWriterBytes: [UInt8] = []
+        private var lastWriter = ""
+
+        /// Decodes one journal line (without its newline), or returns `nil`.
+        mutating func parseJournalLine(_ base: UnsafePointer<UInt8>, start: Int, end: Int) -> JournalEntry? {
+            guard let parsed = parse(base, start: start, end: end), let sequence = parsed.sequence,
+                  sequence > 0, let operation = parsed.operation
+            else { return nil }
+            switch operation {
+            case .save: guard parsed.record.fields != nil else { return nil }
+            case .delete: guard parsed.record.fields == nil else { return nil }
+            }
+            return JournalEntry(sequence: sequence, record: parsed.record, isLast: parsed.isLast)
+        }
+
+        /// Decodes one snapshot record object, or returns `nil`.
+        mutating func parseSnapshotRecord(_ base: UnsafePointer<UInt8>, start: Int, end: Int) -> StoredRecord? {
+            guard let parsed = parse(base, start: start, end: end), parsed.sequence == nil,
+                  parsed.operation == nil, parsed.record.fields != nil
+            else { return nil }
+            return parsed.record
+        }
+
+        private enum Operation { case save, delete }
+
+        private struct Parsed {
+            var sequence: Int?
+            var operation: Operation?
+            var record: StoredRecord
+            var isLast: Bool
+        }
+
+        private mutating func parse(_ base: UnsafePointer<UInt8>, start: Int, end: Int) -> Parsed? {
+            var scanner = JSONScanner(base: base, count: end, position: start)
+            guard scanner.consume(UInt8(ascii: "{")) else { return nil }
+            var sequence: Int?
+            var operation: Operation?
+            var id: String?
+            var version: Int?
+            var clock: HLCTimestamp?
+            var created: HLCTimestamp?
+            var writer: String?
+            var isLast = false
+            var fields: Data?
+            scanner.skipWhitespace()
+            if scanner.peek == UInt8(ascii: "}") { return nil }
+            while true {
+                scanner.skipWhitespace()
+                guard let (keyStart, keyEnd, _) = scanner.scanString(), scanner.consume(UInt8(ascii: ":")) else {
+                    return nil
+                }
+                scanner.skipWhitespace()
+                let keyLength = keyEnd - keyStart
+                switch (keyLength, scanner[keyStart]) {
+                case (3, UInt8(ascii: "s")) where scanner.bytesEqual(keyStart, keyEnd, "seq"):
+                    guard sequence == nil, let value = scanner.readInt() else { return nil }
+                    sequence = value
+                case (2, UInt8(ascii: "o")) where scanner.bytesEqual(keyStart, keyEnd, "op"):
+                    guard operation == nil, let (valueStart, valueEnd, _) = scanner.scanString() else { return nil }
+                    if scanner.bytesEqual(valueStart, valueEnd, "save") {
+                        operation = .save
+                    } else if scanner.bytesEqual(valueStart, valueEnd, "delete") {
+                        operation = .delete
+                    } else {
+                        return nil
+                    }
+                case (2, UInt8(ascii: "i")) where scanner.bytesEqual(keyStart, keyEnd, "id"):
+                    guard id == nil, let value = scanner.readString(), NameRules.problem(with: value) == nil else {
+                        return nil
+                    }
+                    id = value
+                case (7, UInt8(ascii: "v")) where scanner.bytesEqual(keyStart, keyEnd, "version"):
+                    guard version == nil, let value = scanner.readInt(), value >= 1 else { return nil }
+                    version = value
+                case (5, UInt8(ascii: "c")) where scanner.bytesEqual(keyStart, keyEnd, "clock"):
+                    guard clock == nil, let (valueStart, valueEnd, escaped) = scanner.scanString(), !escaped,
+                          let value = Self.clock(scanner, valueStart, valueEnd)
+                    else { return nil }
+                    clock = value
+                case (7, UInt8(ascii: "c")) where scanner.bytesEqual(keyStart, keyEnd, "created"):
+                    guard created == nil, let (valueStart, valueEnd, escaped) = scanner.scanString(), !escaped,
+                          let value = Self.clock(scanner, valueStart, valueEnd)
+                    else { return nil }
+                    created = value
+                case (6, UInt8(ascii: "w")) where scanner.bytesEqual(keyStart, keyEnd, "writer"):
+                    guard writer == nil, let (valueStart, valueEnd, escaped) = scanner.scanString() else { return nil }
+                    if escaped {
+                        var copy = scanner
+                        copy.position = valueStart - 1
+                        writer = copy.readString()
+                    } else {
+                        writer = internedWriter(scanner.pointer(at: valueStart), count: valueEnd - valueStart)
+                    }
+                case (3, UInt8(ascii: "e")) where scanner.bytesEqual(keyStart, keyEnd, "end"):
+                    guard let value = scanner.readBool() else { return nil }
+                    isLast = value
+                case (6, UInt8(ascii: "f")) where scanner.bytesEqual(keyStart, keyEnd, "fields"):
+                    guard fields == nil, scanner.peek == UInt8(ascii: "{") else { return nil }
+                    let valueStart = scanner.position
+                    guard scanner.skipValue() else { return nil }
+                    fields = Data(bytes: scanner.pointer(at: valueStart), count: scanner.position - valueStart)
+                case (10, UInt8(ascii: "f")) where scanner.bytesEqual(keyStart, keyEnd, "fieldsText"):
+                    guard fields == nil, let text = scanner.readString() else { return nil }
+                    let data = Data(text.utf8)
+                    guard JSONScanner.isSingleObject(data) else { return nil }
+                    fields = data
+                default:
+                    guard scanner.skipValue() else { return nil }
+                }
+                if scanner.consume(UInt8(ascii: ",")) { continue }
+                guard scanner.consume(UInt8(ascii: "}")) else { return nil }
+                break
+            }
+            scanner.skipWhitespace()
+            guard scanner.isAtEnd, let id, let version, let clock, let writer else { return nil }
+            return Parsed(
+                sequence: sequence, operation: operation,
+                record: StoredRecord(
+                    id: id, version: version, fields: fields, modified: clock, writer: writer, created: created),
+                isLast: isLast)
+        }
+
+        private mutating func internedWriter(_ pointer: UnsafePointer<UInt8>, count: Int) -> String {
+            if count == lastWriterBytes.count,
+               lastWriterBytes.withUnsafeBufferPointer({ memcmp($0.baseAddress!, pointer, count) == 0 }) {
+                return lastWriter
+            }
+            lastWriterBytes = Array(UnsafeBufferPointer(start: pointer, count: count))
+            lastWriter = String(decoding: lastWriterBytes, as: UTF8.self)
+            return lastWriter
+        }
+
+        /// Parses `<millis>-<counter>` from the bytes of a string.
+        private static func clock(_ scanner: JSONScanner, _ start: Int, _ end: Int) -> HLCTimestamp? {
+            var millis: Int64 = 0
+            var counter: UInt64 = 0
+            var index = start
+            var digits = 0
+            while index < end, scanner[index] &- UInt8(ascii: "0") < 10 {
+                guard digits < 18 else { return nil }
+                millis = millis * 10 + Int64(scanner[index] - UInt8(ascii: "0"))
+                index += 1
+                digits += 1
+            }
+            guard digits > 0, index < end, scanner[index] == UInt8(ascii: "-") else { return nil }
+            index += 1
+            digits = 0
+            while index < end, scanner[index] &- UInt8(ascii: "0") < 10 {
+                guard digits < 10 else { return nil }
+                counter = counter * 10 + UInt64(scanner[index] - UInt8(ascii: "0"))
+                index += 1
+                digits += 1
+            }
+            guard digits > 0, index == end, counter <= UInt64(UInt32.max) else { return nil }
+            return HLCTimestamp(millis: millis, counter: UInt32(counter))
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+
+/// Reading snapshots, line by line, with the bad lines set apart.
+extension JSONFileFormat {
+    /// What a snapshot holds.
+    struct SnapshotContents {
+        /// `nil` when the header line could not be read.
+        var header: (generation: Int, sequence: Int)?
+        var records: [StoredRecord] = []
+        /// Lines that do not decode: offset and length (newline included).
+        var bad: [(offset: Int, length: Int)] = []
+    }
+
+    /// Why a snapshot cannot be used at all.
+    enum SnapshotProblem: Error {
+        /// The snapshot says it is in a format version this library does not know.
+        case unsupportedFormat(Int)
+    }
+
+    /// Reads the bytes of a whole snapshot file; an empty file is an empty snapshot of
+    /// generation 0.
+    static func parseSnapshot(_ bytes: [UInt8]) -> Result<SnapshotContents, SnapshotProblem> {
+        guard !bytes.isEmpty else { return .success(SnapshotContents(header: (0, 0))) }
+        var parser = LineParser()
+        return bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(SnapshotProblem) in
+                try parseSnapshot(buffer.baseAddress!, count: buffer.count, parser: &parser)
+            }
+        }
+    }
+
+    /// The generation of a zone whose snapshot is missing or has no readable header: the
+    /// newest journal that holds something, else the oldest one present, else 0. (A
+    /// compaction that stopped before its rename leaves an empty next-generation journal
+    /// behind; one that finished removed the older journals.)
+    ///
+    /// - Parameter journalSizes: The generation and size of each journal file.
+    static func inferredGeneration(journalSizes: [(generation: Int, size: Int)]) -> Int {
+        journalSizes.filter { $0.size > 0 }.map(\.generation).max()
+            ?? journalSizes.map(\.generation).min() ?? 0
+    }
+
+    /// Reads a snapshot, line by line.
+    ///
+    /// - Throws: ``SnapshotProblem/unsupportedFormat(_:)`` for an unknown version.
+    static func parseSnapshot(
+        _ base: UnsafePointer<UInt8>, count: Int, parser: inout LineParser
+    ) throws(SnapshotProblem) -> SnapshotContents {
+        var contents = SnapshotContents()
+        var start = 0
+        var lineNumber = 0
+        while start < count {
+            let newline: Int
+            if let found = memchr(base + start, 0x0A, count - start) {
+                newline = UnsafePointer<UInt8>(found.assumingMemoryBound(to: UInt8.self)) - base
+            } else {
+                newline = count
+            }
+            defer { start = newline + 1 }
+            let length = min(newline + 1, count) - start
+            lineNumber += 1
+            if lineNumber == 1 {
+                switch parseSnapshotHeader(base, start: start, end: newline) {
+                case .header(let generation, let sequence): contents.header = (generation, sequence)
+                case .unsupported(let format): throw .unsupportedFormat(format)
+                case .invalid: contents.bad.append((start, length))
+                }
+                continue
+            }
+            if isBlank(base, start, newline) { continue }
+            // Trim trailing white space and one separating comma.
+            var last = newline
+            while last > start, [0x20, 0x09, 0x0D].contains(base[last - 1]) { last -= 1 }
+            if last - start == 2, base[start] == UInt8(ascii: "]"), base[start + 1] == UInt8(ascii: "}") {
+                continue
+            }
+            if last > start, base[last - 1] == UInt8(ascii: ",") { last -= 1 }
+            if let record = parser.parseSnapshotRecord(base, start: start, end: last) {
+                contents.records.append(record)
+            } else {
+                contents.bad.append((start, length))
+            }
+        }
+        return contents
+    }
+
+    private enum HeaderResult {
+        case header(generation: Int, sequence: Int)
+        case unsupported(Int)
+        case invalid
+    }
+
+    private static func parseSnapshotHeader(_ base: UnsafePointer<UInt8>, start: Int, end: Int) -> HeaderResult {
+        var scanner = JSONScanner(base: base, count: end, position: start)
+        guard scanner.consume(UInt8(ascii: "{")) else { return .invalid }
+        var format: Int?
+        var generation: Int?
+        var sequence: Int?
+        while true {
+            scanner.skipWhitespace()
+            guard let (keyStart, keyEnd, _) = scanner.scanString(), scanner.consume(UInt8(ascii: ":")) else {
+                return .invalid
+            }
+            if scanner.bytesEqual(keyStart, keyEnd, "records") {
+                guard scanner.consume(UInt8(ascii: "[")) else { return .invalid }
+                scanner.skipWhitespace()
+                guard scanner.isAtEnd else { return .invalid }
+                break
+            } else if scanner.bytesEqual(keyStart, keyEnd, "format") {
+                format = scanner.readInt()
+                if format == nil { return .invalid }
+            } else if scanner.bytesEqual(keyStart, keyEnd, "generation") {
+                generation = scanner.readInt()
+            } else if scanner.bytesEqual(keyStart, keyEnd, "sequence") {
+                sequence = scanner.readInt()
+            } else {
+                guard scanner.skipValue() else { return .invalid }
+            }
+            guard scanner.consume(UInt8(ascii: ",")) else { return .invalid }
+        }
+        guard let format else { return .invalid }
+        guard format == version else { return .unsupported(format) }
+        guard let generation, let sequence, generation >= 0, sequence >= 0 else { return .invalid }
+        return .header(generation: generation, sequence: sequence)
+    }
+}

@@ -1,0 +1,33 @@
+import Foundation
+import Synchronization
+
+/// What the zones of one engine share: the root directory, identity, file system seam,
+/// subscriptions and problem log.
+final class JSONFileContext: Sendable {
+    let rootPath: String
+    /// An open descriptor of the root directory; every path below it is opened relative to
+    /// it, one component at a time, without following symbolic links.
+    let rootFD: Int32
+    let identifier: String
+    let writerID: String
+    let fileSystem: FileSystem
+    let subscribers: SubscriberList
+    let problems: JSONFileProblems
+    /// Told the number of waiting commits of a zone whenever one starts waiting (tests).
+    let queueObserver = Mutex<(@Sendable (ZoneID, Int) -> Void)?>(nil)
+
+    init(
+        rootPath: String, rootFD: Int32, identifier: String, writerID: String, fileSystem: FileSystem,
+        subscribers: SubscriberList
+    ) {
+        self.rootPath = rootPath
+        self.rootFD = rootFD
+        self.identifier = identifier
+        self.writerID = writerID
+        self.fileSystem = fileSystem
+        self.subscribers = subscribers
+        self.problems = JSONFileProblems()
+    }
+
+    deinit { close(rootFD) }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import Synchronization
+
+/// The machinery behind every ``JSONFileDatabase`` opened on one directory in one process:
+/// one writer id, one in-memory state per zone, one set of subscriptions, one watcher of the
+/// zones that have subscribers.
+///
+/// `JSONFile/` is the embedded engine behind the database contract in `Database/`: the
+/// database and this engine at its top, each zone's files (``JSONFileZone``), the on-disk
+/// format in `Format/`, the watchers of other writers in `Watching/` and asset files in
+/// `Assets/`.
+final class JSONFileEngine: Sendable {
+    let context: JSONFileContext
+    let root: URL
+    private let zones = Mutex<[ZoneID: JSONFileZone]>([:])
+    /// The asset files of each zone used in this process (JSONFileDatabase+Assets.swift).
+    let assetStores = Mutex<[ZoneID: JSONFileAssetStore]>([:])
+    let watcher: JSONFileZoneWatcher
+
+    private struct WeakEngine {
+        weak var engine: JSONFileEngine?
+    }
+
+    /// The engines of this process by canonical root path.
+    private static let registry = Mutex<[String: WeakEngine]>([:])
+
+    /// The engine of `directory` in this process, opening it if needed.
+    static func shared(directory: URL, options: JSONFileDatabase.Options) throws(MirrorError) -> JSONFileEngine {
+        let path = try canonicalPath(of: directory)
+        return try registry.withLock { registry throws(MirrorError) -> JSONFileEngine in
+            if let engine = registry[path]?.engine { return engine }
+            let engine = try JSONFileEngine(path: path, options: options, fileSystem: .live)
+            registry = registry.filter { $0.value.engine != nil }
+            registry[path] = WeakEngine(engine: engine)
+            return engine
+        }
+    }
+
+    /// Creates the directory if needed and resolves it to a canonical path.
+    static func canonicalPath(of directory: URL) throws(MirrorError) -> String {
+        let requested = directory.standardizedFileURL.path
+        do {
+            try FileManager.default.createDirectory(atPath: requested, withIntermediateDirectories: true)
+        } catch {
+            throw MirrorError(
+                .ioFailure, "cannot create the database directory \(requested)", file: requested,
+                underlying: error)
+        }
+        guard let resolved = realpath(requested, nil) else {
+            throw MirrorError.posix(errno, "realpath", file: requested)
+        }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// Opens an engine on a canonical path, reading (or creating) `database.json`.
+    init(path: String, options: JSONFileDatabase.Options, fileSystem: FileSystem) throws(MirrorError) {
+        let rootFD = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard rootFD >= 0 else { throw MirrorError.posix(errno, "open", file: path) }
+        let identifier: String
+        do {
+            identifier = try Self.databaseIdentifier(rootFD: rootFD, rootPath: path, fileSystem: fileSystem)
+        } catch {
+            close(rootFD)
+            throw error
+        }
+        var random = SystemRandomNumberGenerator()
+        let writerID = "w\(getpid())-" + String(random.next() as UInt32, radix: 16)
+        let watcher = JSONFileZoneWatcher(
+            method: options.changeDetection == .polling ? .polling : .native,
+            pollInterval: options.pollInterval)
+        self.watcher = watcher
+        self.root = URL(fileURLWithPath: path, isDirectory: true)
+        self.context = JSONFileContext(
+            rootPath: path, rootFD: rootFD, identifier: identifier, writerID: writerID,
+            fileSystem: fileSystem,
+            subscribers: SubscriberList(onZoneActivity: { zone, _ in
+                watcher.zoneActivityChanged(zone)
+            }))
+        watcher.attach(self)
+    }
+
+    deinit { watcher.stop() }
+
+    /// The zone's state, loaded from disk on first use.
+    ///
+    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid zone; errors reading it.
+    func zone(_ id: ZoneID) throws(MirrorError) -> JSONFileZone {
+        try id.validate()
+        let zone = zones.withLock { zones in
+            if let zone = zones[id] { return zone }
+            let zone = JSONFileZone(zone: id, context: context)
+            zones[id] = zone
+            return zone
+        }
+        try zone.load()
+        return zone
+    }
+
+    /// The path of a zone's directory.
+    func directoryPath(of zone: ZoneID) -> String {
+        ([context.rootPath] + JSONFileZone.components(of: zone)).joined(separator: "/")
+    }
+
+    /// Reads what other writers committed to a zone since the last look and notifies
+    /// subscribers of their changes. Safe to call from any thread, any number of times;
+    /// cheap when nothing changed. Zones not yet used in this process are skipped.
+    func catchUp(_ id: ZoneID) {
+        guard let zone = zones.withLock({ $0[id] }) else { return }
+        zone.catchUp()
+    }
+}

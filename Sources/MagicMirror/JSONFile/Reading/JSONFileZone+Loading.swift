@@ -1,0 +1,163 @@
+import Foundation
+import Synchronization
+
+/// Loading a zone's files whole: the snapshot and the journal of its generation, read
+/// again when another writer compacted, with the differences told to subscribers.
+extension JSONFileZone {
+    /// Reads the snapshot and the whole journal again and replaces the state, telling
+    /// subscribers about differences made by other writers.
+    func reload(_ disk: inout Disk, underLock: Bool) throws(MirrorError) -> [RemoteNotification] {
+        // Snapshot and journal must belong together: if a compaction replaced the snapshot
+        // while we opened them, start again.
+        var attempts = 0
+        var snapshotFD: Int32 = -1
+        var snapshotInfo: JSONFileIO.FileInfo?
+        var contents = JSONFileFormat.SnapshotContents()
+        var snapshotBytes: [UInt8] = []
+        var journalFD: Int32 = -1
+        var journalWritable = false
+        var generation = 0
+        while true {
+            attempts += 1
+            (snapshotFD, snapshotInfo, snapshotBytes) = try openSnapshot(disk.directoryFD)
+            do throws(MirrorError) {
+                contents = try parseSnapshot(snapshotBytes)
+            } catch {
+                if snapshotFD >= 0 { close(snapshotFD) }
+                throw error
+            }
+            if snapshotFD < 0 {
+                // No snapshot: generation 0, unless someone removed the snapshot of a
+                // compacted zone; then its journal is the best there is.
+                generation = inferredGeneration(disk.directoryFD)
+            } else {
+                generation = contents.header?.generation ?? inferredGeneration(disk.directoryFD)
+            }
+            let name = JSONFileFormat.journalFile(generation)
+            do {
+                (journalFD, journalWritable) = try fileSystem.openWritableOrReadOnly(
+                    at: disk.directoryFD, name, flags: O_APPEND)
+            } catch where error.code != ENOENT {
+                if snapshotFD >= 0 { close(snapshotFD) }
+                throw located(openError(error, name))
+            } catch {
+                // No journal yet.
+            }
+            let again = JSONFileIO.info(at: disk.directoryFD, JSONFileFormat.snapshotFile)
+            let same = again?.inode == snapshotInfo?.inode && again?.device == snapshotInfo?.device
+            if same || attempts >= 20 { break }
+            if snapshotFD >= 0 { close(snapshotFD) }
+            if journalFD >= 0 { close(journalFD) }
+            journalFD = -1
+        }
+        // Bad snapshot lines go to quarantine.
+        let snapshotTag = contents.header.map { "\($0.generation)" } ?? "inode\(snapshotInfo?.inode ?? 0)"
+        for bad in contents.bad {
+            let range = bad.offset..<(bad.offset + bad.length)
+            quarantine(
+                Array(snapshotBytes[range]), in: disk.directoryFD, name: "quarantine-snapshot-\(snapshotTag)-\(bad.offset).bad",
+                source: JSONFileFormat.snapshotFile,
+                what: bad.offset == 0
+                    ? "the header line of \(JSONFileFormat.snapshotFile) does not decode"
+                    : "line at byte \(bad.offset) of \(JSONFileFormat.snapshotFile) does not decode")
+        }
+        snapshotBytes = []
+        if snapshotFD < 0 && generation > 0 {
+            let journal = JSONFileFormat.journalFile(generation)
+            context.problems.report(
+                located(MirrorError(
+                    .corruptEntry,
+                    "\(path(JSONFileFormat.snapshotFile)) is missing although the zone was compacted; "
+                        + "only the changes in \(journal) were loaded",
+                    file: path(JSONFileFormat.snapshotFile))),
+                key: "missing snapshot \(directoryPath) \(generation)")
+        }
+        var snapshotClock = HLCTimestamp.zero
+        for record in contents.records where record.modified > snapshotClock { snapshotClock = record.modified }
+        if snapshotClock > .zero { HybridLogicalClock.shared.observe(snapshotClock) }
+
+        // Swap in the new files.
+        for fd in [disk.snapshotFD, disk.journalFD] where fd >= 0 { close(fd) }
+        disk.snapshotFD = snapshotFD
+        disk.snapshot = snapshotInfo
+        disk.generation = generation
+        disk.journalFD = journalFD
+        disk.journalWritable = journalWritable
+        disk.journalEnd = 0
+        disk.journalSeen = 0
+
+        var state = ZoneState(
+            generation: generation, sequence: contents.header?.sequence ?? 0, records: contents.records)
+        contents.records = []
+        if journalFD >= 0, let info = JSONFileIO.info(journalFD), info.size > 0 {
+            let read = try readJournal(&disk, size: info.size, after: state.token.sequence)
+            _ = apply(read, to: &state, notify: false)
+        }
+        if underLock { try cutTail(&disk) }
+
+        let wasLoaded = disk.loaded
+        var old = memory.withLock { current in
+            swap(&current, &state)
+            return state
+        }
+        defer { old = ZoneState() }
+        guard wasLoaded else { return [] }
+        return memory.withLock { new in differences(from: old, to: new) }
+    }
+
+    /// Notifications for what changed between two states, ignoring this writer's changes.
+    private func differences(from old: borrowing ZoneState, to new: borrowing ZoneState) -> [RemoteNotification] {
+        var changed: [StoredRecord] = []
+        for (id, record) in new.records where record.writer != context.writerID {
+            if old.records[id]?.version != record.version { changed.append(record) }
+        }
+        for (id, record) in old.records where !record.isDeleted && new.records[id] == nil {
+            // Deleted by a writer whose tombstone compaction dropped.
+            changed.append(StoredRecord(
+                id: id, version: record.version + 1, fields: nil, modified: record.modified, writer: ""))
+        }
+        guard !changed.isEmpty else { return [] }
+        return new.notifications(for: changed, databaseIdentifier: context.identifier, zone: zone, writer: nil)
+    }
+
+    private func openSnapshot(
+        _ directoryFD: Int32
+    ) throws(MirrorError) -> (fd: Int32, info: JSONFileIO.FileInfo?, bytes: [UInt8]) {
+        let name = JSONFileFormat.snapshotFile
+        let fd: Int32
+        do {
+            fd = try fileSystem.open(at: directoryFD, name, flags: O_RDONLY | O_NOFOLLOW)
+        } catch {
+            if error.code == ENOENT { return (-1, nil, []) }
+            throw located(openError(error, name))
+        }
+        do {
+            let bytes = try JSONFileIO.readAll(fd)
+            return (fd, JSONFileIO.info(fd), bytes)
+        } catch {
+            close(fd)
+            throw located(MirrorError.posix(error.code, "read", file: path(name)))
+        }
+    }
+
+    private func parseSnapshot(_ bytes: [UInt8]) throws(MirrorError) -> JSONFileFormat.SnapshotContents {
+        switch JSONFileFormat.parseSnapshot(bytes) {
+        case .success(let contents):
+            return contents
+        case .failure(.unsupportedFormat(let format)):
+            throw located(MirrorError(
+                .unsupportedFormat,
+                "\(path(JSONFileFormat.snapshotFile)) is in format \(format); this version of MagicMirror "
+                    + "reads format \(JSONFileFormat.version) only. Nothing was changed.",
+                file: path(JSONFileFormat.snapshotFile)))
+        }
+    }
+
+    /// The generation to use when the snapshot is missing or its header cannot be read
+    /// (see ``JSONFileFormat/inferredGeneration(journalSizes:)``).
+    private func inferredGeneration(_ directoryFD: Int32) -> Int {
+        JSONFileFormat.inferredGeneration(journalSizes: journalGenerations(directoryFD).map {
+            ($0, JSONFileIO.info(at: directoryFD, JSONFileFormat.journalFile($0))?.size ?? 0)
+        })
+    }
+}

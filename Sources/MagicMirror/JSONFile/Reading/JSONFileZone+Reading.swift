@@ -1,0 +1,221 @@
+import Foundation
+import Synchronization
+
+/// Reading a zone: loading it on first use, consistent reads, and catching up with what
+/// other writers appended to the journal since the last look (no lock: a reader reads up
+/// to the last complete append).
+extension JSONFileZone {
+    /// Loads the zone from disk the first time it is used.
+    func load() throws(MirrorError) {
+        if loaded.load(ordering: .acquiring) { return }
+        let notifications = try disk.withLock { disk throws(MirrorError) -> [RemoteNotification] in
+            try ensureLoaded(&disk)
+        }
+        deliver(notifications)
+        // A watcher that fired while the zone was loading found `disk` busy and left its
+        // catch-up to the holder.
+        catchUpIfRequested()
+    }
+
+    /// A consistent read of the state, after catching up with other writers.
+    ///
+    /// Waits for a catch-up or commit in progress on another thread, so a read never
+    /// returns the state from before a change that was on disk when it started.
+    func read<Result: Sendable>(_ body: (borrowing ZoneState) -> Result) throws(MirrorError) -> Result {
+        try load()
+        catchUp(waiting: true)
+        return memory.withLock { body($0) }
+    }
+
+    /// Reads what other writers appended since the last look and tells subscribers.
+    ///
+    /// Cheap when nothing changed (a few `stat` calls).
+    ///
+    /// - Parameter waiting: Whether to wait for another thread that holds the zone (a
+    ///   read must); when `false` (a watcher), a busy zone is left to its holder, which
+    ///   catches up when it finishes.
+    func catchUp(waiting: Bool = false) {
+        guard loaded.load(ordering: .acquiring) else { return }
+        catchUpRequested.store(true, ordering: .sequentiallyConsistent)
+        while catchUpRequested.load(ordering: .sequentiallyConsistent) {
+            let outcome: Result<[RemoteNotification], MirrorError>?
+            if waiting {
+                outcome = disk.withLock { disk in catchUpPass(&disk) }
+            } else {
+                outcome = disk.withLockIfAvailable { disk in catchUpPass(&disk) }
+            }
+            switch outcome {
+            case nil: return  // the holder catches up when it is done
+            case .success(let notifications)?: deliver(notifications)
+            case .failure(let error)?:
+                context.problems.report(located(error), key: "catch-up \(directoryPath): \(error.message)")
+            }
+        }
+    }
+
+    /// One catch-up pass, with `disk` held: clears the request first, so that a request
+    /// made while it runs is seen by the loop in ``catchUp(waiting:)``.
+    private func catchUpPass(_ disk: inout Disk) -> Result<[RemoteNotification], MirrorError> {
+        catchUpRequested.store(false, ordering: .sequentiallyConsistent)
+        do throws(MirrorError) {
+            return .success(try synchronize(&disk, underLock: false))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Runs a catch-up that was requested while `disk` was held.
+    func catchUpIfRequested() {
+        if catchUpRequested.load(ordering: .sequentiallyConsistent) { catchUp() }
+    }
+
+    func deliver(_ notifications: [RemoteNotification]) {
+        guard !notifications.isEmpty else { return }
+        // One zone per call, as SubscriberList expects.
+        context.subscribers.deliver(notifications)
+    }
+
+    func ensureLoaded(_ disk: inout Disk) throws(MirrorError) -> [RemoteNotification] {
+        if disk.loaded { return [] }
+        if disk.directoryFD < 0 {
+            disk.directoryFD = try openDirectory()
+        }
+        var notifications = try reload(&disk, underLock: false)
+        disk.loaded = true
+        loaded.store(true, ordering: .releasing)
+        if disk.journalSeen > disk.journalEnd {
+            // Something follows the last complete append: a commit in progress, or the
+            // remains of a writer that died. Look again under the writers' lock.
+            if let lockFD = try? lockWriters(&disk, mayWait: true) {
+                defer { FileLock.unlock(lockFD) }
+                if let more = try? synchronize(&disk, underLock: true) { notifications += more }
+            }
+        }
+        return notifications
+    }
+
+    /// Brings the in-memory state up to date with the files: reloads everything when the
+    /// snapshot changed (another writer compacted), else reads the journal's new lines.
+    /// Under the writers' lock, anything after the last complete append is the remains of
+    /// a writer that died: it is cut off and kept in quarantine.
+    ///
+    /// - Returns: Notifications for changes made by other writers.
+    func synchronize(_ disk: inout Disk, underLock: Bool) throws(MirrorError) -> [RemoteNotification] {
+        if underLock, let length = disk.mustTruncateTo, disk.journalFD >= 0 {
+            do {
+                try fileSystem.truncate(disk.journalFD, to: length)
+            } catch {
+                throw located(error.mirrorError(file: path(JSONFileFormat.journalFile(disk.generation))))
+            }
+            disk.mustTruncateTo = nil
+            disk.journalSeen = length
+        }
+        if snapshotChanged(disk) {
+            return try reload(&disk, underLock: underLock)
+        }
+        if journalWasReplaced(disk) {
+            // Another program replaced or removed the journal: under the lock, put back the
+            // commits the new file lacks; then read the files as they are now.
+            if underLock { try repairReplacedJournal(&disk) }
+            return try reload(&disk, underLock: underLock)
+        }
+        if disk.journalFD < 0 {
+            guard try openJournal(&disk, create: false) else { return [] }
+        }
+        guard let info = JSONFileIO.info(disk.journalFD) else {
+            throw located(MirrorError.posix(errno, "stat", file: path(JSONFileFormat.journalFile(disk.generation))))
+        }
+        if info.size < disk.journalEnd {
+            // Cut below what was read: another program truncated it. What was cut is gone
+            // from the file; say so, and start over from what is there.
+            context.problems.report(
+                located(MirrorError(
+                    .corruptEntry,
+                    "\(path(JSONFileFormat.journalFile(disk.generation))) was cut to \(info.size) bytes by "
+                        + "another program after \(disk.journalEnd) bytes of committed changes had been read; "
+                        + "the zone was reloaded from what is left",
+                    file: path(JSONFileFormat.journalFile(disk.generation)))),
+                key: "journal cut \(path(JSONFileFormat.journalFile(disk.generation))) \(disk.journalEnd) \(info.size)")
+            return try reload(&disk, underLock: underLock)
+        }
+        let size = disk.mustTruncateTo.map { min($0, info.size) } ?? info.size
+        if size == disk.journalSeen && !(underLock && size > disk.journalEnd) {
+            return []
+        }
+        let scan = try readJournal(&disk, size: size, after: memory.withLock { $0.token.sequence })
+        let notifications = memory.withLock { state in
+            apply(scan, to: &state, notify: true)
+        }
+        if underLock { try cutTail(&disk) }
+        return notifications
+    }
+
+    /// Reads the journal from `journalEnd` to `size`, reports its bad lines and the commits
+    /// that repeat a sequence number already read (`sequence`: the state's), moves the clock
+    /// past other writers' readings, and moves `journalEnd` past the last complete append.
+    func readJournal(
+        _ disk: inout Disk, size: Int, after sequence: Int
+    ) throws(MirrorError) -> JSONFileFormat.JournalScan {
+        let name = JSONFileFormat.journalFile(disk.generation)
+        let start = disk.journalEnd
+        let bytes: [UInt8]
+        do {
+            bytes = try JSONFileIO.read(disk.journalFD, from: start, count: size - start)
+        } catch {
+            throw located(MirrorError.posix(error.code, "read", file: path(name)))
+        }
+        var parser = JSONFileFormat.LineParser()
+        let scan = bytes.withUnsafeBufferPointer { buffer in
+            JSONFileFormat.scanJournal(
+                buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!, count: buffer.count, after: sequence,
+                parser: &parser)
+        }
+        for bad in scan.bad {
+            let range = bad.offset..<(bad.offset + bad.length)
+            quarantine(
+                Array(bytes[range]), in: disk.directoryFD, name: "quarantine-journal-\(disk.generation)-\(start + bad.offset).bad",
+                source: name, what: "line at byte \(start + bad.offset) of \(name) does not decode")
+        }
+        for repeated in scan.repeated {
+            let range = repeated.offset..<(repeated.offset + repeated.length)
+            quarantine(
+                Array(bytes[range]), in: disk.directoryFD,
+                name: "quarantine-journal-\(disk.generation)-\(start + repeated.offset).bad", source: name,
+                what: "the commit at byte \(start + repeated.offset) of \(name) repeats sequence number "
+                    + "\(repeated.sequence), which an earlier commit has, so it was not applied")
+        }
+        var foreignClock = HLCTimestamp.zero
+        for commit in scan.commits {
+            for record in commit.records where record.writer != context.writerID && record.modified > foreignClock {
+                foreignClock = record.modified
+            }
+        }
+        if foreignClock > .zero { HybridLogicalClock.shared.observe(foreignClock) }
+        disk.journalEnd = start + scan.consumed
+        disk.journalSeen = size
+        return scan
+    }
+
+    /// Applies the complete commits of a scan, returning notifications for other writers'.
+    func apply(
+        _ scan: JSONFileFormat.JournalScan, to state: inout ZoneState, notify: Bool
+    ) -> [RemoteNotification] {
+        var notifications: [RemoteNotification] = []
+        for commit in scan.commits where commit.sequence > state.token.sequence {
+            state.apply(commit.records, sequence: commit.sequence)
+            guard notify else { continue }
+            let foreign = commit.records.filter { $0.writer != context.writerID }
+            guard !foreign.isEmpty else { continue }
+            notifications += state.notifications(
+                for: foreign, databaseIdentifier: context.identifier, zone: zone, writer: foreign[0].writer)
+        }
+        return notifications
+    }
+
+    /// Whether `snapshot.json` is no longer the file the state was loaded from.
+    private func snapshotChanged(_ disk: Disk) -> Bool {
+        let current = JSONFileIO.info(at: disk.directoryFD, JSONFileFormat.snapshotFile)
+        guard let current, let loaded = disk.snapshot else { return (current == nil) != (disk.snapshot == nil) }
+        return current.inode != loaded.inode || current.device != loaded.device
+    }
+}

@@ -1,0 +1,225 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Writing a batch of commits: under the writers' lock, after catching up, each commit is
+/// checked against the state, and every one that writes goes into one append (and one
+/// `fsync`), which is cut back off the journal if it fails.
+extension JSONFileZone {
+
+    /// What to do with one commit of a batch.
+    private enum Plan {
+        /// An operation conflicted: nothing is written.
+        case conflict(CommitOutcome)
+        /// Every operation is a retry of a stored change: nothing is written.
+        case unchanged([StoredRecord?])
+        /// Append these records as commit `sequence`.
+        case write(prepared: [StoredRecord?], changed: [StoredRecord], sequence: Int)
+    }
+
+    /// Writes one batch under the writers' lock and completes its commits.
+    ///
+    /// - Parameter mayWait: Whether to wait for the writers' lock; when `false` and another
+    ///   writer holds it, nothing is done and the result is `nil`.
+    /// - Returns: The results of the first commits of the batch, and the rest, held back
+    ///   for the next batch because they touch a record an earlier commit of the batch
+    ///   touches (each commit of a batch is checked against the state before the batch,
+    ///   which is only right for commits on distinct records).
+    func process(
+        _ batch: [CommitRequest], mayWait: Bool
+    ) -> (results: [Result<CommitOutcome, MirrorError>], leftover: [CommitRequest])? {
+        var accepted = batch
+        var leftover: [CommitRequest] = []
+        if batch.count > 1 {
+            var touched = IDSet()
+            for (index, request) in batch.enumerated() {
+                if request.operations.contains(where: { touched.contains($0.recordID) }) {
+                    accepted = Array(batch[..<index])
+                    leftover = Array(batch[index...])
+                    break
+                }
+                for operation in request.operations { touched.insert(operation.recordID) }
+            }
+        }
+        var results = [Result<CommitOutcome, MirrorError>](
+            repeating: .failure(MirrorError(.cancelled, "not processed")), count: accepted.count)
+        var notifications: [RemoteNotification] = []
+        var compactionThreshold: Int?
+        var busy = false
+
+        disk.withLock { disk in
+            do throws(MirrorError) {
+                notifications += try ensureLoaded(&disk)
+                notifications += try followReplacedDirectory(&disk)
+                guard let lockFD = try lockWriters(&disk, mayWait: mayWait) else {
+                    busy = true
+                    return
+                }
+                defer { FileLock.unlock(lockFD) }
+                notifications += try synchronize(&disk, underLock: true)
+
+                // Check every commit against the state.
+                let writerID = context.writerID
+                let plans = memory.withLock { state -> [Plan] in
+                    var sequence = state.token.sequence
+                    return accepted.map { request -> Plan in
+                        switch state.prepare(request.operations, writer: writerID) {
+                        case .failure(let conflict):
+                            return .conflict(conflict.outcome)
+                        case .success(let prepared):
+                            let changed = prepared.compactMap { $0 }
+                            if changed.isEmpty { return .unchanged(prepared) }
+                            sequence += 1
+                            return .write(prepared: prepared, changed: changed, sequence: sequence)
+                        }
+                    }
+                }
+
+                // Encode and append every commit that writes, at once.
+                // Only the append's very last line is marked: readers apply nothing of an
+                // append that did not reach its end.
+                var lines = JSONByteWriter(capacity: 256)
+                var durable = false
+                let lastWriting = plans.lastIndex { if case .write = $0 { true } else { false } }
+                for (index, plan) in plans.enumerated() {
+                    guard case .write(_, let changed, let sequence) = plan else { continue }
+                    for (position, record) in changed.enumerated() {
+                        JSONFileFormat.appendJournalLine(
+                            to: &lines, sequence: sequence, record: record,
+                            isLast: index == lastWriting && position == changed.count - 1)
+                    }
+                    durable = durable || accepted[index].durable
+                }
+                var writeError: MirrorError?
+                if lines.count > 0 {
+                    do throws(MirrorError) {
+                        try append(&disk, lines.bytes, durable: durable)
+                    } catch {
+                        writeError = error
+                    }
+                }
+                if writeError != nil, disk.appendWasVisible {
+                    // The lines were complete before the flush failed: readers in other
+                    // processes may have applied them. A new generation makes them reload.
+                    disk.appendWasVisible = false
+                    do throws(MirrorError) {
+                        try writeCompaction(&disk)
+                    } catch {
+                        context.problems.report(
+                            error, key: "compaction after failed flush \(UUID().uuidString)")
+                    }
+                }
+
+                // Apply what was written, in order.
+                memory.withLock { state in
+                    for (index, plan) in plans.enumerated() {
+                        let operations = accepted[index].operations
+                        switch plan {
+                        case .conflict(let outcome):
+                            results[index] = .success(outcome)
+                        case .unchanged(let prepared):
+                            results[index] = .success(state.outcome(for: prepared, of: operations))
+                        case .write(let prepared, let changed, let sequence):
+                            if let writeError {
+                                results[index] = .failure(writeError.adding(recordIDs: operations.map(\.recordID)))
+                                continue
+                            }
+                            state.apply(changed, sequence: sequence)
+                            results[index] = .success(state.outcome(for: prepared, of: operations))
+                            notifications += state.notifications(
+                                for: changed, databaseIdentifier: context.identifier, zone: zone, writer: writerID)
+                        }
+                    }
+                }
+                let threshold = accepted.map(\.compactionThreshold).min() ?? Int.max
+                if disk.journalEnd > max(disk.snapshot?.size ?? 0, threshold) {
+                    compactionThreshold = threshold
+                }
+            } catch {
+                // Thrown before anything was appended (failed appends are `writeError`).
+                var failure = error
+                failure.nothingStored = true
+                for index in results.indices {
+                    results[index] = .failure(failure.adding(recordIDs: accepted[index].operations.map(\.recordID)))
+                }
+            }
+        }
+        deliver(notifications)
+        catchUpIfRequested()
+        if busy { return nil }
+        if let compactionThreshold { scheduleCompaction(threshold: compactionThreshold) }
+        return (results, leftover)
+    }
+
+    /// Appends `bytes` to the journal (creating it if needed) and flushes it when
+    /// `durable`. On failure the journal is cut back to where it was, so nothing of the
+    /// failed append is ever read.
+    ///
+    /// - Throws: An error marked ``MirrorError/nothingStored`` when the append failed before
+    ///   its bytes were complete in the file and they were cut off again; otherwise (the
+    ///   flush failed after the bytes were in place, so other processes may have read them,
+    ///   or they could not be cut off) an error that may have stored them.
+    private func append(_ disk: inout Disk, _ bytes: [UInt8], durable: Bool) throws(MirrorError) {
+        try MirrorError.beforeStoring { () throws(MirrorError) in
+            try openJournal(&disk, create: true)
+            if !disk.journalWritable {
+                try reopenJournalForWriting(&disk)
+            }
+            try requireLockStillNamed(disk)
+            try requireJournalStillNamed(disk)
+        }
+        let name = JSONFileFormat.journalFile(disk.generation)
+        let start = disk.journalEnd
+        let fd = disk.journalFD
+        do throws(FileSystem.Failure) {
+            try fileSystem.write(fd, bytes: bytes)
+            if durable {
+                disk.appendWasVisible = true
+                try fileSystem.sync(fd)
+                disk.appendWasVisible = false
+            }
+        } catch {
+            var failure = located(error.mirrorError(file: path(name)))
+            do {
+                try fileSystem.truncate(fd, to: start)
+                try? fileSystem.sync(fd)
+                disk.journalSeen = start
+                failure.nothingStored = !disk.appendWasVisible
+            } catch {
+                disk.mustTruncateTo = start
+            }
+            throw failure
+        }
+        disk.journalEnd = start + bytes.count
+        disk.journalSeen = disk.journalEnd
+        try confirmAppend(disk, bytes, at: start)
+    }
+
+    /// Opens the journal again for writing, in place of the read-only descriptor it was
+    /// opened with when this process could not write it: the permissions may have changed
+    /// since (otherwise a process that once met a read-only journal could never write again).
+    ///
+    /// - Throws: ``MirrorError/Kind/permissionDenied`` (or the kind of the `open` failure)
+    ///   when it still cannot be written.
+    private func reopenJournalForWriting(_ disk: inout Disk) throws(MirrorError) {
+        let name = JSONFileFormat.journalFile(disk.generation)
+        let fd: Int32
+        do {
+            fd = try fileSystem.open(at: disk.directoryFD, name, flags: O_RDWR | O_APPEND | O_NOFOLLOW)
+        } catch {
+            var failure = error.mirrorError(file: path(name))
+            failure.message = "\(path(name)) cannot be written by this process: \(String(cString: strerror(error.code)))"
+            throw located(failure)
+        }
+        guard let old = JSONFileIO.info(disk.journalFD), let new = JSONFileIO.info(fd),
+              old.inode == new.inode, old.device == new.device
+        else {
+            // Another file took its name meanwhile: the next catch-up reloads.
+            close(fd)
+            throw located(MirrorError(.ioFailure, "\(path(name)) was replaced while it was read", file: path(name)))
+        }
+        close(disk.journalFD)
+        disk.journalFD = fd
+        disk.journalWritable = true
+    }
+}
