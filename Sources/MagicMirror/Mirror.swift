@@ -129,7 +129,7 @@ public final class Mirror<Record: Recordable>: Sendable {
     let workers = Mutex<[Task<Void, Never>]>([])
     let membership = Mutex<ZoneHubMembership?>(nil)
     /// Decodes stored records of any schema version and encodes records to store.
-    let schema = SchemaCoder<Record>()
+    let schema: SchemaCoder<Record>
     let currentZone: Mutex<ZoneID>
     /// The user session a private mirror follows, and what following it takes.
     let account: MirrorAccountLink<Record>
@@ -164,6 +164,7 @@ public final class Mirror<Record: Recordable>: Sendable {
     ) async throws {
         let zone = Self.zone(scope: scope, user: user, session: configuration.userSession)
         try zone.validate()
+        self.schema = try Self.schemaCoder(scope: scope, user: user, configuration: configuration)
         self.database = database
         self.currentZone = Mutex(zone)
         self.account = MirrorAccountLink(
@@ -193,6 +194,7 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// as `.mirrorError` notifications and make its predecessor's ``flush()`` throw.
     init(heirOf predecessor: Mirror<Record>, state: MirrorState<Record>) {
         self.database = predecessor.database
+        self.schema = predecessor.schema
         self.currentZone = Mutex(state.zone)
         self.account = MirrorAccountLink(following: nil)
         self.core = MirrorLock(state)

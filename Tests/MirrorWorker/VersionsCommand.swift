@@ -80,7 +80,7 @@ enum VersionsCommand {
     }
 
     /// Applies the commands every version shares; `special` the others.
-    private static func serve<Record: Recordable & Titled>(
+    static func serve<Record: Recordable & Titled>(
         _ mirror: Mirror<Record>, _ database: JSONFileDatabase,
         special: (Mirror<Record>, Command) throws -> Bool
     ) async throws {

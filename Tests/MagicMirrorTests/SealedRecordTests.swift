@@ -1,0 +1,209 @@
+import Foundation
+@testable import MagicMirror
+import MirrorTesting
+import Testing
+
+/// Private mirrors with a cipher (`MirrorConfiguration.cipher`), in one process, on every
+/// database: what is stored, who may have a cipher, a wrong key, conflicts, migrations and
+/// unknown fields on sealed records. SealedRecordProcessTests runs them in real processes.
+@Suite struct SealedRecordTests {
+    struct Note: Recordable, Hashable {
+        var id: String
+        var title: String
+        var body = ""
+    }
+
+    /// `Note` of a later version of an app: one more field, added by a migration.
+    struct NoteV2: Recordable, Hashable {
+        static var recordType: String { "Note" }
+        static let migrations: [RecordMigration] = [.add("priority", default: 0)]
+        var id: String
+        var title: String
+        var body = ""
+        var priority = 0
+    }
+
+    static let zone = ZoneID.private("Note", user: "ann")
+    static let cipher = InsecureTestCipher(keyID: "k1", secret: "ann's secret")
+
+    static func open<Record: Recordable>(
+        _ type: Record.Type = Note.self, _ database: any RecordDatabase, cipher: (any RecordCipher)? = cipher
+    ) async throws -> Mirror<Record> {
+        try await Mirror<Record>(
+            database: database, scope: .private, user: "ann",
+            configuration: MirrorConfiguration(retryDelay: .milliseconds(5), cipher: cipher))
+    }
+
+    /// The stored fields of a record, as they are.
+    static func stored(_ id: String, in database: any RecordDatabase) async throws -> StoredRecord {
+        try #require(try await database.fetch([id], in: zone).first)
+    }
+
+    /// The members of a JSON object.
+    static func members(_ fields: Data?) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: try #require(fields)) as? [String: Any])
+    }
+
+    static func contains(_ data: Data?, _ text: String) -> Bool {
+        data.map { $0.range(of: Data(text.utf8)) != nil } ?? false
+    }
+
+    @Test(arguments: DatabaseFactory.all)
+    func storedFieldsAreSealedAndOpenAgain(factory: DatabaseFactory) async throws {
+        let opened = try await factory.make()
+        defer { opened.cleanup() }
+        let mirror = try await Self.open(Note.self, opened.database)
+        mirror.dataModel.append(Note(id: "n1", title: "Zanzibar title", body: "pineapple body"))
+        try await mirror.flush()
+
+        let stored = try await Self.stored("n1", in: opened.database)
+        let members = try Self.members(stored.fields)
+        #expect(Set(members.keys) == ["$key", "$sealed"])
+        #expect(members["$key"] as? String == "k1")
+        #expect(!Self.contains(stored.fields, "Zanzibar") && !Self.contains(stored.fields, "pineapple"))
+        #expect(!Self.contains(stored.fields, "title") && !Self.contains(stored.fields, "\"id\""))
+
+        let other = try await Self.open(Note.self, try await opened.otherWriter())
+        #expect(other.dataModel.array == [Note(id: "n1", title: "Zanzibar title", body: "pineapple body")])
+    }
+
+    @Test func aCipherIsRefusedForPublicRecordsAndForAMirrorThatFollowsAUserSession() async throws {
+        let database = InMemoryDatabase()
+        let configuration = MirrorConfiguration(cipher: Self.cipher)
+        await #expect(throws: MirrorError.unsupported) {
+            _ = try await Mirror<Note>(database: database, configuration: configuration)
+        }
+        await #expect(throws: MirrorError.unsupported) {
+            _ = try await Mirror<Note>(database: database, scope: .private, configuration: configuration)
+        }
+        #expect(database.commitLog.isEmpty)
+    }
+
+    @Test(arguments: DatabaseFactory.all)
+    func aWrongKeyIsReportedAndOverwritesNothing(factory: DatabaseFactory) async throws {
+        let opened = try await factory.make()
+        defer { opened.cleanup() }
+        let writer = try await Self.open(Note.self, opened.database)
+        writer.dataModel.append(Note(id: "wrong-key-n1", title: "kept"))
+        try await writer.flush()
+        let before = try await Self.stored("wrong-key-n1", in: opened.database)
+
+        // The same key id, another secret; then no cipher at all.
+        let reported = ErrorNotificationCollector(naming: ["wrong-key-n1"])
+        let wrong = try await Self.open(
+            Note.self, try await opened.otherWriter(), cipher: InsecureTestCipher(keyID: "k1", secret: "guess"))
+        #expect(wrong.dataModel.isEmpty)
+        try await reported.errors.wait(forCount: 1, "the record that does not open")
+        let error = try #require(reported.errors.items.first)
+        #expect(error.kind == .decodingFailed)
+        #expect(error.message.contains("sealed with key \"k1\""), "\(error)")
+        #expect(error.message.contains("left untouched"), "\(error)")
+
+        // A record of the same id made with the wrong key waits and overwrites nothing.
+        wrong.dataModel.append(Note(id: "wrong-key-n1", title: "overwritten?"))
+        await #expect(throws: MirrorError.self) { try await wrong.flush() }
+        #expect(wrong.pendingChanges.map(\.recordID) == ["wrong-key-n1"])
+        #expect(try await Self.stored("wrong-key-n1", in: opened.database) == before)
+
+        let noCipher = ErrorNotificationCollector { $0.recordIDs == ["wrong-key-n1"] && $0.message.contains("no cipher") }
+        let open = try await Mirror<Note>(database: try await opened.otherWriter(), scope: .private, user: "ann")
+        #expect(open.dataModel.isEmpty)
+        try await noCipher.errors.wait(forCount: 1, "the sealed record a mirror without a cipher reads")
+
+        let reopened = try await Self.open(Note.self, try await opened.otherWriter())
+        #expect(reopened.dataModel.array == [Note(id: "wrong-key-n1", title: "kept")])
+    }
+
+    @Test(arguments: DatabaseFactory.all)
+    func editsOfDifferentFieldsAreMergedOnOpenFields(factory: DatabaseFactory) async throws {
+        let opened = try await factory.make()
+        defer { opened.cleanup() }
+        let aliceDB = ScriptedDatabase(opened.database)
+        let bobDB = ScriptedDatabase(try await opened.otherWriter())
+        let alice = try await Self.open(Note.self, aliceDB)
+        alice.dataModel.append(Note(id: "n1", title: "original title", body: "original body"))
+        try await alice.flush()
+        let bob = try await Self.open(Note.self, bobDB)
+        #expect(bob.dataModel.count == 1)
+
+        aliceDB.hold()
+        bobDB.hold()
+        alice.dataModel[recordID: "n1"]?.title = "alice's title"
+        bob.dataModel[recordID: "n1"]?.body = "bob's body"
+        aliceDB.release()
+        try await alice.flush()
+        bobDB.release()
+        try await bob.flush()
+        #expect(bobDB.attempts.items.contains { !$0.applied && $0.error == nil }, "bob's commit conflicted")
+
+        let merged = Note(id: "n1", title: "alice's title", body: "bob's body")
+        for mirror in [alice, bob] {
+            try await waitUntil(mirror, "the merged record") { $0 == [merged] }
+        }
+        let stored = try await Self.stored("n1", in: opened.database)
+        #expect(Set(try Self.members(stored.fields).keys) == ["$key", "$sealed"])
+        let open = try SchemaCoder<Note>(cipher: Self.cipher).opened(try #require(stored.fields))
+        #expect(try JSONDecoder().decode(Note.self, from: open) == merged)
+    }
+
+    @Test func migrationsAndUnknownFieldsWorkOnOpenFields() async throws {
+        let database = InMemoryDatabase()
+        let older = try await Self.open(Note.self, database)
+        older.dataModel.append(Note(id: "n1", title: "first"))
+        try await older.flush()
+
+        // The newer version migrates the sealed record in memory, and saves it sealed.
+        let newer = try await Self.open(NoteV2.self, database.writer(named: "newer"))
+        #expect(newer.dataModel.array == [NoteV2(id: "n1", title: "first", priority: 0)])
+        newer.dataModel[recordID: "n1"]?.priority = 5
+        try await newer.flush()
+        let saved = try Self.members(try await Self.stored("n1", in: database).fields)
+        #expect(saved["$schemaVersion"] as? Int == 2, "a copy of the sealed schema version, in the clear")
+
+        // The older version edits it (merging with the save, if it has not read it yet) and
+        // keeps the field it does not know.
+        older.dataModel[recordID: "n1"]?.title = "second"
+        try await older.flush()
+        let stored = try await Self.stored("n1", in: database)
+        let open = try SchemaCoder<Note>(cipher: Self.cipher).opened(try #require(stored.fields))
+        let fields = try Self.members(open)
+        #expect(fields["title"] as? String == "second")
+        #expect(fields["priority"] as? Int == 5)
+        #expect(fields["$schemaVersion"] as? Int == 2)
+        try await waitUntil(newer, "the older version's edit") { $0 == [NoteV2(id: "n1", title: "second", priority: 5)] }
+    }
+
+    @Test func openRecordsAreReadAndMigrateStoredRecordsSealsThem() async throws {
+        let database = InMemoryDatabase()
+        let plain = try await Mirror<Note>(database: database, scope: .private, user: "ann")
+        plain.dataModel.append(Note(id: "n1", title: "written before the cipher"))
+        try await plain.flush()
+
+        let sealed = try await Self.open(Note.self, database)
+        #expect(sealed.dataModel.array == [Note(id: "n1", title: "written before the cipher")])
+        #expect(try await sealed.migrateStoredRecords() == 1)
+        let stored = try await Self.stored("n1", in: database)
+        #expect(!Self.contains(stored.fields, "written before"))
+        #expect(try await sealed.migrateStoredRecords() == 0, "every record is sealed with the current key")
+
+        // After a rotation, migrateStoredRecords seals every record with the new key.
+        let rotated = try await Self.open(
+            Note.self, database.writer(named: "rotated"),
+            cipher: InsecureTestCipher(keyID: "k2", secret: "new secret", olderKeys: ["k1": "ann's secret"]))
+        #expect(rotated.dataModel.count == 1)
+        #expect(try await rotated.migrateStoredRecords() == 1)
+        #expect(try Self.members(try await Self.stored("n1", in: database).fields)["$key"] as? String == "k2")
+    }
+
+    @Test func anAssetReferenceStaysVisibleOutsideTheSeal() throws {
+        let sealer = FieldSealer(cipher: Self.cipher)
+        let digest = String(repeating: "ab", count: 32)
+        let open = Data(#"{"id":"n1","picture":{"$asset":"\#(digest)","size":3}}"#.utf8)
+        let sealed = try sealer.seal(open)
+        var digests = Set<String>()
+        #expect(AssetReferences.collect(in: sealed, into: &digests) == nil)
+        #expect(digests == [digest])
+        #expect(try sealer.open(sealed) == open)
+        #expect(!Self.contains(sealed, "picture"))
+    }
+}
