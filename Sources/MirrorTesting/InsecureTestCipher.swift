@@ -19,6 +19,7 @@ import MagicMirror
 /// Like every cipher it fails to open a value sealed under a key id it does not hold, or
 /// with another secret, or whose bytes were changed.
 public struct InsecureTestCipher: RecordCipher {
+    /// The id of the key it seals with.
     public let sealingKeyID: String
     /// Secrets by key id, the sealing key's included.
     private let secrets: [String: String]
@@ -35,6 +36,12 @@ public struct InsecureTestCipher: RecordCipher {
         secrets = olderKeys.merging([keyID: secret]) { _, new in new }
     }
 
+    /// Seals `plaintext` with the key ``sealingKeyID``: a 16-byte tag, then the bytes
+    /// XOR a keystream; the same plaintext always gives the same bytes.
+    ///
+    /// - Parameter plaintext: The bytes to seal.
+    /// - Returns: The sealed bytes and the key id.
+    /// - Throws: Nothing; a cipher may.
     public func seal(_ plaintext: Data) throws -> SealedValue {
         let secret = secrets[sealingKeyID]!
         let tag = Self.tag(of: plaintext, secret: secret, keyID: sealingKeyID)
@@ -42,6 +49,13 @@ public struct InsecureTestCipher: RecordCipher {
             keyID: sealingKeyID, ciphertext: tag + Self.xor(plaintext, secret: secret, keyID: sealingKeyID))
     }
 
+    /// Opens a value sealed with one of its keys.
+    ///
+    /// - Parameter sealed: A value ``seal(_:)`` returned.
+    /// - Returns: The plaintext.
+    /// - Throws: `MirrorError.Kind.notFound` for a key id it does not hold;
+    ///   `MirrorError.Kind.decodingFailed` for a value that does not authenticate (another
+    ///   secret, or changed bytes).
     public func open(_ sealed: SealedValue) throws -> Data {
         guard let secret = secrets[sealed.keyID] else {
             throw MirrorError(

@@ -77,7 +77,7 @@ import Testing
         }
         try await intruder.waitForState("no record") { $0.isEmpty }
         // A record of the same id, made with the wrong key, is held and stores nothing.
-        try await intruder.send("add n1 overwritten")
+        intruder.process.write("add n1 overwritten\n")
         await #expect(throws: MirrorError.self) { try await intruder.send("flush") }
         #expect(try await intruder.quit() == 0)
         let after = try await JSONFileDatabase(isolatedDirectory: directory.url).fetchAll(in: Self.zone).records

@@ -13,7 +13,8 @@ import MirrorTesting
 /// - `--key`: the key the cipher seals with; `--older`: keys it opens with too.
 ///
 /// Output and commands are those of `mirror-worker versions` (`title <id> <text…>`,
-/// `flush`, `migrate`, `quit`), plus `add <id> <title…>` and `body <id> <text…>`.
+/// `flush`, `migrate`, `quit`), plus `add <id> <title…>` and `body <id> <text…>`; an error
+/// the mirror reported while loading is printed first.
 enum SealedCommand {
     struct Note: Recordable, VersionsCommand.Titled {
         var id: String
@@ -35,6 +36,9 @@ enum SealedCommand {
         let mirror = try await Mirror<Note>(
             database: database, scope: .private, user: try options.required("user"),
             configuration: MirrorConfiguration(retryDelay: .milliseconds(20), cipher: cipher))
+        // A record that does not open is reported while the mirror loads, before `serve`
+        // listens to its errors.
+        if let error = mirror.lastError { emitLine("error \(error)") }
         try await VersionsCommand.serve(mirror, database) { mirror, command in
             guard let text = command.rest else { return false }
             switch command.name {

@@ -43,13 +43,14 @@ struct FieldSealer: Sendable {
         let invalid = AssetReferences.collect(in: fields, into: &digests)
         // An invalid reference is copied too, so that the database refuses it as it would
         // refuse the open fields.
-        let references = digests.sorted().map(Optional.some) + (invalid.map { [$0] } ?? [])
+        var references = digests.sorted()
+        if let invalid { references.append(invalid) }
         if !references.isEmpty {
             var list = Data("[".utf8)
             for (index, digest) in references.enumerated() {
                 if index > 0 { list.append(UInt8(ascii: ",")) }
                 list.append(Data("{".utf8) + RecordFields.keyToken(Asset.digestKey) + Data(":".utf8))
-                list.append(RecordFields.keyToken(digest ?? ""))
+                list.append(RecordFields.keyToken(digest))
                 list.append(UInt8(ascii: "}"))
             }
             list.append(UInt8(ascii: "]"))

@@ -77,7 +77,7 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
         return zip(records, results).enumerated().map { index, pair in
             if let failure = migrationFailures[index] { return .failure(failure) }
             let (record, result) = pair
-            return result?.mapError { error in
+            return result?.mapError { error -> any Error in
                 if let sealed = record.fields.flatMap(self.sealedProblem) { return sealed }
                 return self.problem(error, storedVersion: record.fields.map(self.storedVersion(of:)) ?? 1)
             }

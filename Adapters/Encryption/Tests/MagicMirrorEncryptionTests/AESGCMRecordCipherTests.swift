@@ -49,7 +49,7 @@ import Testing
         #expect(try AES.GCM.open(box, using: key) == Data(count: 16))
         // The cipher authenticates the key id: the same bytes do not open under it.
         let cipher = try AESGCMRecordCipher(keyID: "k1", key: key)
-        #expect(throws: MirrorError.decodingFailed) { try cipher.open(SealedValue(keyID: "k1", ciphertext: combined)) }
+        expectError(.decodingFailed) { _ = try cipher.open(SealedValue(keyID: "k1", ciphertext: combined)) }
     }
 
     @Test func changedBytesAndAnotherKeyIDDoNotOpen() throws {
@@ -58,24 +58,24 @@ import Testing
         for index in [0, 12, sealed.ciphertext.count / 2, sealed.ciphertext.count - 1] {
             var changed = sealed
             changed.ciphertext[changed.ciphertext.startIndex + index] ^= 0x01
-            #expect(throws: MirrorError.decodingFailed) { try only.open(changed) }
+            expectError(.decodingFailed) { _ = try only.open(changed) }
         }
         var truncated = sealed
         truncated.ciphertext = sealed.ciphertext.prefix(20)
-        #expect(throws: MirrorError.decodingFailed) { try only.open(truncated) }
+        expectError(.decodingFailed) { _ = try only.open(truncated) }
         // The same key under another id: the key id is authenticated.
         let relabelling = try AESGCMRecordCipher(keyID: "k2", keyBytes: Self.keyBytes, olderKeys: ["k1": Self.keyBytes])
-        #expect(throws: MirrorError.decodingFailed) {
-            try relabelling.open(SealedValue(keyID: "k2", ciphertext: sealed.ciphertext))
+        expectError(.decodingFailed) {
+            _ = try relabelling.open(SealedValue(keyID: "k2", ciphertext: sealed.ciphertext))
         }
     }
 
     @Test func aWrongKeyOrAnUnknownKeyIDDoesNotOpen() throws {
         let sealed = try AESGCMRecordCipher(keyID: "k1", keyBytes: Self.keyBytes).seal(Self.plaintext)
         let wrong = try AESGCMRecordCipher(keyID: "k1", keyBytes: Self.otherKeyBytes)
-        #expect(throws: MirrorError.decodingFailed) { try wrong.open(sealed) }
+        expectError(.decodingFailed) { _ = try wrong.open(sealed) }
         let unknown = try AESGCMRecordCipher(keyID: "k2", keyBytes: Self.keyBytes)
-        #expect(throws: MirrorError.notFound) { try unknown.open(sealed) }
+        expectError(.notFound) { _ = try unknown.open(sealed) }
     }
 
     @Test func aRotatedCipherOpensOldKeysAndSealsWithTheNewOne() throws {
@@ -86,17 +86,17 @@ import Testing
         #expect(try rotated.open(sealedBefore) == Self.plaintext)
         let sealedAfter = try rotated.seal(Self.plaintext)
         #expect(sealedAfter.keyID == "k2")
-        #expect(throws: MirrorError.notFound) { try old.open(sealedAfter) }
+        expectError(.notFound) { _ = try old.open(sealedAfter) }
     }
 
     @Test func badKeysAreRefused() throws {
-        #expect(throws: MirrorError.unsupported) { try AESGCMRecordCipher(keyID: "k1", keyBytes: Data(count: 16)) }
-        #expect(throws: MirrorError.unsupported) { try AESGCMRecordCipher(keyID: "", keyBytes: Self.keyBytes) }
-        #expect(throws: MirrorError.unsupported) {
-            try AESGCMRecordCipher(keyID: "k1", keyBytes: Self.keyBytes, olderKeys: ["k0": Data(count: 31)])
+        expectError(.unsupported) { _ = try AESGCMRecordCipher(keyID: "k1", keyBytes: Data(count: 16)) }
+        expectError(.unsupported) { _ = try AESGCMRecordCipher(keyID: "", keyBytes: Self.keyBytes) }
+        expectError(.unsupported) {
+            _ = try AESGCMRecordCipher(keyID: "k1", keyBytes: Self.keyBytes, olderKeys: ["k0": Data(count: 31)])
         }
-        #expect(throws: MirrorError.unsupported) {
-            try AESGCMRecordCipher(keyID: "k1", keyBytes: Self.keyBytes, olderKeys: ["k1": Self.otherKeyBytes])
+        expectError(.unsupported) {
+            _ = try AESGCMRecordCipher(keyID: "k1", keyBytes: Self.keyBytes, olderKeys: ["k1": Self.otherKeyBytes])
         }
         _ = try AESGCMRecordCipher(keyID: "k1", keyBytes: Self.keyBytes, olderKeys: ["k1": Self.keyBytes])
     }
@@ -133,6 +133,14 @@ import Testing
             configuration: MirrorConfiguration(cipher: try AESGCMRecordCipher(keyID: "k1", keyBytes: Self.otherKeyBytes)))
         #expect(wrong.dataModel.isEmpty)
     }
+}
+
+/// Expects `body` to throw a ``MirrorError`` of `kind`.
+func expectError(
+    _ kind: MirrorError.Kind, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void
+) {
+    let error = #expect(throws: MirrorError.self, sourceLocation: sourceLocation, performing: body)
+    #expect(error?.kind == kind, "\(String(describing: error))", sourceLocation: sourceLocation)
 }
 
 extension Data {
