@@ -203,6 +203,23 @@ import Testing
         #expect(try Self.members(try await Self.stored("n1", in: database).fields)["$key"] as? String == "k2")
     }
 
+    @Test func aMalformedSealedRecordIsAProblemAndOpenFieldsPassThrough() throws {
+        let coder = SchemaCoder<Note>(cipher: Self.cipher)
+        let malformed = Data(#"{"$key":"k1","$sealed":"not Base64!"}"#.utf8)
+        let error = #expect(throws: StoredRecordProblem.self) { try coder.opened(malformed) }
+        #expect(error?.description.contains("not a well-formed sealed record") == true)
+        #expect(throws: StoredRecordProblem.self) { try coder.decode(malformed) }
+        let open = Data(#"{"body":"","id":"n1","title":"open"}"#.utf8)
+        #expect(try coder.opened(open) == open)
+        #expect(try coder.decode(open) == Note(id: "n1", title: "open"))
+        // A sealed record keeps its schema version in the clear, and opens to the sealed one.
+        let versioned = Data(#"{"$schemaVersion":3,"body":"","id":"n1","title":"v3"}"#.utf8)
+        let sealed = try coder.sealed(versioned)
+        #expect(try Self.members(sealed)["$schemaVersion"] as? Int == 3)
+        #expect(coder.storedVersion(of: sealed) == 3)
+        #expect(try coder.opened(sealed) == versioned)
+    }
+
     @Test func anAssetReferenceStaysVisibleOutsideTheSeal() throws {
         let sealer = FieldSealer(cipher: Self.cipher)
         let digest = String(repeating: "ab", count: 32)

@@ -79,7 +79,8 @@ enum VersionsCommand {
         var rest: String?
     }
 
-    /// Applies the commands every version shares; `special` the others.
+    /// Applies the commands every version shares; `special` the others. (`mirror-worker
+    /// sealed` serves its mirror with it too.)
     static func serve<Record: Recordable & Titled>(
         _ mirror: Mirror<Record>, _ database: JSONFileDatabase,
         special: (Mirror<Record>, Command) throws -> Bool
