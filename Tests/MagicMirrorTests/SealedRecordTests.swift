@@ -41,7 +41,8 @@ import Testing
 
     /// The members of a JSON object.
     static func members(_ fields: Data?) throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: try #require(fields)) as? [String: Any])
+        let data = try #require(fields)
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
     static func contains(_ data: Data?, _ text: String) -> Bool {
