@@ -24,7 +24,15 @@ public struct AESGCMRecordCipher: RecordCipher {
     /// The id of the key new values are sealed with.
     public let sealingKeyID: String
     /// Every key the cipher holds, by id, the sealing key's included.
-    private let keys: [String: SymmetricKey]
+    private let keys: [String: Key]
+
+    /// A key, shared between threads. `SymmetricKey` is not marked `Sendable` by
+    /// swift-crypto 3, but it is an immutable value: its bytes are set when it is made and
+    /// only read afterwards (by `AES.GCM`), so reading one key from several threads at once
+    /// is safe.
+    private struct Key: @unchecked Sendable {
+        let key: SymmetricKey
+    }
 
     /// Creates a cipher that seals with `key` and opens with it and `olderKeys`.
     ///
@@ -57,7 +65,7 @@ public struct AESGCMRecordCipher: RecordCipher {
                     + "give each key its own id")
         }
         sealingKeyID = keyID
-        keys = olderKeys.merging([keyID: key]) { _, new in new }
+        keys = olderKeys.merging([keyID: key]) { _, new in new }.mapValues(Key.init)
     }
 
     /// Creates a cipher from raw key bytes, 32 per key.
@@ -83,7 +91,7 @@ public struct AESGCMRecordCipher: RecordCipher {
     /// - Returns: The nonce, ciphertext and tag (AES-GCM's combined form) and the key id.
     /// - Throws: What AES-GCM throws (it does not for 256-bit keys).
     public func seal(_ plaintext: Data) throws -> SealedValue {
-        let box = try AES.GCM.seal(plaintext, using: keys[sealingKeyID]!, authenticating: Data(sealingKeyID.utf8))
+        let box = try AES.GCM.seal(plaintext, using: keys[sealingKeyID]!.key, authenticating: Data(sealingKeyID.utf8))
         // The combined form exists for the default 12-byte nonce.
         return SealedValue(keyID: sealingKeyID, ciphertext: box.combined!)
     }
@@ -104,7 +112,7 @@ public struct AESGCMRecordCipher: RecordCipher {
         }
         do {
             let box = try AES.GCM.SealedBox(combined: sealed.ciphertext)
-            return try AES.GCM.open(box, using: key, authenticating: Data(sealed.keyID.utf8))
+            return try AES.GCM.open(box, using: key.key, authenticating: Data(sealed.keyID.utf8))
         } catch {
             throw MirrorError(
                 .decodingFailed,
