@@ -155,6 +155,37 @@ import Testing
         #expect(try JSONDecoder().decode(Note.self, from: open) == merged)
     }
 
+    @Test(arguments: DatabaseFactory.all)
+    func aConflictWithARecordSealedWithAKeyTheMirrorLacksWaitsAndOverwritesNothing(factory: DatabaseFactory) async throws {
+        let opened = try await factory.make()
+        defer { opened.cleanup() }
+        let oldDB = ScriptedDatabase(opened.database)
+        let newDB = ScriptedDatabase(try await opened.otherWriter())
+        let old = try await Self.open(Note.self, oldDB)
+        old.dataModel.append(Note(id: "n1", title: "original"))
+        try await old.flush()
+        let rotated = InsecureTestCipher(keyID: "k2", secret: "new secret", olderKeys: ["k1": "ann's secret"])
+        let new = try await Self.open(Note.self, newDB, cipher: rotated)
+        #expect(new.dataModel.count == 1)
+
+        // The rotated mirror's edit is stored first (sealed with k2); the old mirror's edit,
+        // made meanwhile, conflicts with a record it cannot open.
+        oldDB.hold()
+        newDB.hold()
+        old.dataModel[recordID: "n1"]?.title = "old process's title"
+        new.dataModel[recordID: "n1"]?.body = "new process's body"
+        newDB.release()
+        try await new.flush()
+        let stored = try await Self.stored("n1", in: opened.database)
+        oldDB.release()
+        let error = await #expect(throws: MirrorError.self) { try await old.flush() }
+        #expect(error?.kind == .decodingFailed)
+        #expect(error?.message.contains("cannot be opened") == true, "\(String(describing: error))")
+        #expect(old.pendingChanges.map(\.recordID) == ["n1"])
+        #expect(try await Self.stored("n1", in: opened.database) == stored)
+        #expect(new.dataModel.array == [Note(id: "n1", title: "original", body: "new process's body")])
+    }
+
     @Test func migrationsAndUnknownFieldsWorkOnOpenFields() async throws {
         let database = InMemoryDatabase()
         let older = try await Self.open(Note.self, database)
