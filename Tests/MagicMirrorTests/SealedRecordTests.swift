@@ -123,20 +123,29 @@ import Testing
         #expect(reopened.dataModel.array == [Note(id: id, title: "kept")])
     }
 
+    /// Two mirrors on two writers of `opened` that both show `note` (stored by the first),
+    /// with their commits held until released.
+    static func twoWritersHolding(
+        _ note: Note, _ opened: DatabaseFactory.Opened, secondCipher: any RecordCipher = cipher
+    ) async throws -> (Mirror<Note>, ScriptedDatabase, Mirror<Note>, ScriptedDatabase) {
+        let firstDB = ScriptedDatabase(opened.database)
+        let secondDB = ScriptedDatabase(try await opened.otherWriter())
+        let first = try await open(Note.self, firstDB)
+        first.dataModel.append(note)
+        try await first.flush()
+        let second = try await open(Note.self, secondDB, cipher: secondCipher)
+        #expect(second.dataModel.array == [note])
+        firstDB.hold()
+        secondDB.hold()
+        return (first, firstDB, second, secondDB)
+    }
+
     @Test(arguments: DatabaseFactory.all)
     func editsOfDifferentFieldsAreMergedOnOpenFields(factory: DatabaseFactory) async throws {
         let opened = try await factory.make()
         defer { opened.cleanup() }
-        let aliceDB = ScriptedDatabase(opened.database)
-        let bobDB = ScriptedDatabase(try await opened.otherWriter())
-        let alice = try await Self.open(Note.self, aliceDB)
-        alice.dataModel.append(Note(id: "n1", title: "original title", body: "original body"))
-        try await alice.flush()
-        let bob = try await Self.open(Note.self, bobDB)
-        #expect(bob.dataModel.count == 1)
-
-        aliceDB.hold()
-        bobDB.hold()
+        let (alice, aliceDB, bob, bobDB) = try await Self.twoWritersHolding(
+            Note(id: "n1", title: "original title", body: "original body"), opened)
         alice.dataModel[recordID: "n1"]?.title = "alice's title"
         bob.dataModel[recordID: "n1"]?.body = "bob's body"
         aliceDB.release()
@@ -159,19 +168,12 @@ import Testing
     func aConflictWithARecordSealedWithAKeyTheMirrorLacksWaitsAndOverwritesNothing(factory: DatabaseFactory) async throws {
         let opened = try await factory.make()
         defer { opened.cleanup() }
-        let oldDB = ScriptedDatabase(opened.database)
-        let newDB = ScriptedDatabase(try await opened.otherWriter())
-        let old = try await Self.open(Note.self, oldDB)
-        old.dataModel.append(Note(id: "n1", title: "original"))
-        try await old.flush()
         let rotated = InsecureTestCipher(keyID: "k2", secret: "new secret", olderKeys: ["k1": "ann's secret"])
-        let new = try await Self.open(Note.self, newDB, cipher: rotated)
-        #expect(new.dataModel.count == 1)
+        let (old, oldDB, new, newDB) = try await Self.twoWritersHolding(
+            Note(id: "n1", title: "original"), opened, secondCipher: rotated)
 
         // The rotated mirror's edit is stored first (sealed with k2); the old mirror's edit,
         // made meanwhile, conflicts with a record it cannot open.
-        oldDB.hold()
-        newDB.hold()
         old.dataModel[recordID: "n1"]?.title = "old process's title"
         new.dataModel[recordID: "n1"]?.body = "new process's body"
         newDB.release()
