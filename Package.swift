@@ -40,7 +40,7 @@ let package = Package(
         // The benchmark: `swift run -c release mirror-bench`.
         .executableTarget(
             name: "mirror-bench",
-            dependencies: ["MagicMirror"],
+            dependencies: ["MagicMirror", "MirrorTestSupport"],
             path: "Benchmarks/MirrorBench"
         ),
         // A small executable the multi-process and crash tests start as real processes.
@@ -56,7 +56,7 @@ let package = Package(
             path: "Tests/DocumentationExamples"
         ),
         // Test support shared by the test targets (child processes); not a product.
-        .target(name: "MirrorTestSupport", path: "Tests/Support"),
+        .target(name: "MirrorTestSupport", dependencies: ["MagicMirror"], path: "Tests/Support"),
         .testTarget(
             name: "MagicMirrorTests",
             dependencies: ["MagicMirror", "MirrorTesting", "MirrorTestSupport", "mirror-worker"]

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 
 /// A record that carries an asset.
 struct BenchAssetRecord: Recordable {
@@ -60,7 +61,7 @@ extension Workloads {
         }
         let handle = try FileHandle(forWritingTo: url)
         defer { try? handle.close() }
-        var generator = SplitMix(seed: 17)
+        var generator = SplitMix64(seed: 17)
         var written = 0
         while written < size {
             let count = min(1 << 20, size - written)

@@ -23,7 +23,7 @@ extension ChildProcess {
                 let database = try JSONFileDatabase(directory: path)
                 let fetch = try await time { _ = try await database.fetchAll(in: Workloads.zone) }
                 let set = try await database.fetchAll(in: Workloads.zone)
-                let decode = time { _ = RecordBatchCoding.decode(set.records, as: BenchRecord.self, with: JSONDecoder()) }
+                let decode = time { _ = BatchJSONCoding.decode(set.records, as: BenchRecord.self, with: JSONDecoder()) }
                 let mirror = try await time { _ = try await Mirror<BenchRecord>(database: database) }
                 FileHandle.standardError.write(Data("phases: fetchAll(warm) \(fetch) s, decode \(decode) s, mirror(warm) \(mirror) s\n".utf8))
             }

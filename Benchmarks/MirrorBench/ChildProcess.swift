@@ -1,8 +1,8 @@
 import Foundation
 
 /// A second process of a benchmark: this executable started again with arguments of its
-/// own, read line by line. (Linked into mirror-bench-postgres too; the modes of
-/// mirror-bench are in ChildProcess+Modes.swift.)
+/// own, read line by line. (Linked into peer-bench and mirror-bench-postgres too; the modes
+/// of mirror-bench are in ChildProcess+Modes.swift.)
 final class ChildProcess {
     let process: Process
     private let output: FileHandle
@@ -41,11 +41,21 @@ final class ChildProcess {
     }
 
     /// Everything the child prints, after it exits.
+    ///
+    /// - Throws: ``Failure`` when the child exits with a status other than 0.
     func readAll() throws -> String {
         var lines: [String] = []
         while let line = try readLine() { lines.append(line) }
         process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw Failure(description: "child \(process.arguments ?? []) exited with status \(process.terminationStatus)")
+        }
         return lines.joined(separator: "\n")
+    }
+
+    /// A child process that failed.
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
     }
 
     func terminate() {

@@ -136,3 +136,91 @@ enum Output {
         return String(decoding: try! encoder.encode(result), as: UTF8.self)
     }
 }
+
+/// The command line every benchmark of the project takes (`mirror-bench`, `peer-bench`,
+/// `mirror-bench-postgres`): `--quick`, `--json`, `--only name,name`, `--help`, and options
+/// of its own that take a value (`--url URL`).
+struct BenchCommand {
+    let program: String
+    let workloads: [String]
+    private(set) var quick = false
+    private(set) var json = false
+    private(set) var only: Set<String>?
+    private(set) var values: [String: String] = [:]
+
+    /// Parses `arguments`. A mistake prints a message and exits with status 2; `--help`
+    /// prints the usage and exits with 0.
+    ///
+    /// - Parameter options: The names (without `--`) of the program's own options, each
+    ///   followed by a value.
+    init(program: String, workloads: [String], options: [String: String] = [:], arguments: [String]) {
+        self.program = program
+        self.workloads = workloads
+        let usage = "usage: \(program) [--quick] [--json] [--only name,name]"
+            + options.keys.sorted().map { " [--\($0) \(options[$0]!)]" }.joined()
+            + "\nworkloads: \(workloads.joined(separator: ", "))"
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            let name = argument.hasPrefix("--") ? String(argument.dropFirst(2)) : argument
+            switch argument {
+            case "--quick": quick = true
+            case "--json": json = true
+            case "--help", "-h":
+                print(usage)
+                exit(0)
+            case "--only" where index + 1 < arguments.count:
+                index += 1
+                only = Set(arguments[index].split(separator: ",").map(String.init))
+            case _ where options[name] != nil && index + 1 < arguments.count:
+                index += 1
+                values[name] = arguments[index]
+            default:
+                Self.fail(program, "unknown or incomplete argument \(argument)\n\(usage)")
+            }
+            index += 1
+        }
+        if let only, let unknown = only.subtracting(workloads).first {
+            Self.fail(program, "unknown workload \(unknown)\n\(usage)")
+        }
+    }
+
+    /// Runs each chosen workload in order and prints its results as a table, or as one JSON
+    /// object per line with `--json`; a workload that throws ends the program with status 1.
+    func run(_ workload: (String) async throws -> [BenchResult]) async -> Never {
+        if !json {
+            print("\(program) \(quick ? "(quick) " : "")on \(ProcessInfo.processInfo.activeProcessorCount) cores, \(Date())")
+        }
+        var results: [BenchResult] = []
+        for name in workloads where only?.contains(name) ?? true {
+            if !json { FileHandle.standardError.write(Data("running \(name)…\n".utf8)) }
+            do {
+                for result in try await workload(name) {
+                    if json { print(Output.json(result)) }
+                    results.append(result)
+                }
+            } catch {
+                Self.fail(program, "\(name) failed: \(error)", status: 1)
+            }
+        }
+        if !json { print(Output.table(results)) }
+        exit(0)
+    }
+
+    /// Runs the child-process mode `arguments` names (`--child-…`), if any: the benchmark
+    /// starts itself again for workloads measured in another process.
+    static func runChild(program: String, _ arguments: [String], _ body: (String, [String]) async throws -> Void) async {
+        guard let mode = arguments.first, mode.hasPrefix("--child-") else { return }
+        do {
+            try await body(mode, Array(arguments.dropFirst()))
+            exit(0)
+        } catch {
+            fail(program, "\(mode): \(error)", status: 1)
+        }
+    }
+
+    static func fail(_ program: String, _ message: String, status: Int32 = 2) -> Never {
+        FileHandle.standardError.write(Data("\(program): \(message)\n".utf8))
+        exit(status)
+    }
+}

@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 
 extension Workloads {
     /// `view-update`: the cost of one change to a mirror that has a live view of 50 (a
@@ -26,7 +27,7 @@ extension Workloads {
             guard mirror.dataModel.count == mirrorSize, view.count == 50 else {
                 throw BenchError("mirror loaded \(mirror.dataModel.count) of \(mirrorSize) records")
             }
-            var generator = SplitMix(seed: 11)
+            var generator = SplitMix64(seed: 11)
             var samples: [Double] = []
             samples.reserveCapacity(changes * 3)
             var shown = 0

@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 
 /// How big each workload is.
 struct Sizes {
@@ -136,7 +137,7 @@ enum Workloads {
                 directory: directory.url.appendingPathComponent("db"), options: options(durable: true))
             var records = try await seed(database, count: zoneSize)
             var versions = [Int](repeating: 1, count: zoneSize)
-            var generator = SplitMix(seed: 42)
+            var generator = SplitMix64(seed: 42)
             let seconds = try await time {
                 for _ in 0..<sizes.updates {
                     let index = Int(generator.next() % UInt64(zoneSize))
@@ -159,7 +160,7 @@ enum Workloads {
         let records = BenchRecord.makeMany(count)
         let seconds = try await time {
             // Encoded the way a mirror encodes a batch: one JSONEncoder call, split.
-            let encoded = RecordBatchCoding.encode(records, with: encoder)
+            let encoded = BatchJSONCoding.encode(records, with: encoder)
             var operations: [RecordOperation] = []
             operations.reserveCapacity(count)
             for (record, fields) in zip(records, encoded) {
@@ -220,7 +221,7 @@ enum Workloads {
             guard mirror.dataModel.count == mirrorSize else {
                 throw BenchError("mirror loaded \(mirror.dataModel.count) of \(mirrorSize) records")
             }
-            var generator = SplitMix(seed: 7)
+            var generator = SplitMix64(seed: 7)
             let seconds = try await time {
                 for _ in 0..<sizes.edits {
                     let index = Int(generator.next() % UInt64(mirrorSize))
@@ -295,19 +296,6 @@ enum Workloads {
         return BenchResult(
             name: "compact", n: count, seconds: seconds, recordsPerSecond: Double(count) / seconds,
             note: "\(count) records in the snapshot and \(count) journal lines")
-    }
-}
-
-/// A small deterministic generator, so runs touch the same records.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

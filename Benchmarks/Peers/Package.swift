@@ -6,8 +6,9 @@ import PackageDescription
 //     swift run -c release --package-path Benchmarks/Peers peer-bench
 //
 // A package of its own, so that the root package keeps no dependencies. The record type,
-// the timing and output helpers and the raw-disk baselines are mirror-bench's own files
-// (symbolic links into ../MirrorBench), so both benchmarks measure the same thing.
+// the timing and output helpers, the command line, the child processes and the raw-disk
+// baselines are mirror-bench's own files (symbolic links into ../MirrorBench), so both
+// benchmarks measure the same thing the same way.
 let package = Package(
     name: "MagicMirrorPeers",
     platforms: [.macOS(.v15)],
@@ -20,6 +21,7 @@ let package = Package(
             name: "peer-bench",
             dependencies: [
                 .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MirrorTestSupport", package: "MagicMirror"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

@@ -27,7 +27,7 @@ public struct TodoStorage: Sendable {
         public var location: String
         /// The owner of the private list (`--private`); the operating-system account
         /// running the process when `nil`.
-        public var privateUser: String?
+        public var privateUser: MirrorUser?
         /// Called once when the command is done, before the process exits.
         public var close: @Sendable () async -> Void
 
@@ -39,7 +39,7 @@ public struct TodoStorage: Sendable {
         ///   - privateUser: The owner of the private list; the process's account when `nil`.
         ///   - close: Releases the database when the command is done.
         public init(
-            database: any RecordDatabase, location: String, privateUser: String? = nil,
+            database: any RecordDatabase, location: String, privateUser: MirrorUser? = nil,
             close: @escaping @Sendable () async -> Void = {}
         ) {
             self.database = database

@@ -16,7 +16,7 @@ let todos = try await Mirror<Todo>()             // opens the default database, 
 let observation = todos.observe { items in       // now, then a snapshot after changes
     print("observed", items.count, "to-dos")
 }
-let changes = todos.changes                      // every change from now on; it never ends
+let changes = todos.changes()                      // every change from now on; it never ends
 
 let milk = Todo(title: "Buy milk")
 todos.dataModel.append(milk)                     // the array changes at once…

@@ -22,8 +22,9 @@ extension Mirror {
     ///
     /// - Parameters:
     ///   - scope: The scope of the records; ``Scope/public`` by default.
-    ///   - user: The owner of a private scope; the OS account running the process by
-    ///     default. Ignored for the public scope.
+    ///   - user: The owner of the private zone to mirror, for the private scope only; the
+    ///     current user of ``MirrorConfiguration/userSession`` by default (see
+    ///     ``init(database:scope:user:conflictPolicy:configuration:)``).
     ///   - conflictPolicy: How concurrent changes to one record are resolved;
     ///     ``ConflictPolicy/changedKeys`` by default.
     ///   - configuration: Retry and batching settings.
@@ -31,7 +32,7 @@ extension Mirror {
     ///   is invalid.
     public convenience init(
         scope: Scope = .public,
-        user: String? = nil,
+        user: MirrorUser? = nil,
         conflictPolicy: ConflictPolicy<Record> = .changedKeys,
         configuration: MirrorConfiguration = MirrorConfiguration()
     ) async throws {

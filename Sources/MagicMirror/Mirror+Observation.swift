@@ -15,19 +15,20 @@ import Synchronization
 extension Mirror: Observable {}
 
 extension Mirror {
-    /// Every change to ``dataModel`` from now on, in order, until the mirror is deallocated
-    /// (when the sequence ends).
+    /// A new sequence of every change to ``dataModel`` from now on, in order, until the mirror
+    /// is deallocated (when the sequence ends).
     ///
-    /// Each access returns a new sequence that gets every change made after it was created.
-    /// A local change comes twice, pending then committed; a remote one once, committed.
-    /// Changes are buffered until you read them.
+    /// Each call returns a new sequence that gets every change made after the call, so
+    /// several readers each get every change; keep the sequence you iterate. A local change
+    /// comes twice, pending then committed; a remote one once, committed. Changes are
+    /// buffered until you read them.
     ///
     /// ```swift
-    /// for await change in mirror.changes where change.origin == .remote {
+    /// for await change in mirror.changes() where change.origin == .remote {
     ///     print("\(change.kind) \(change.recordID)")
     /// }
     /// ```
-    public var changes: AsyncStream<MirrorChange<Record>> {
+    public func changes() -> AsyncStream<MirrorChange<Record>> {
         let (stream, continuation) = AsyncStream.makeStream(of: MirrorChange<Record>.self)
         let number = core.withLock { $0.makeDeliveryNumber() }
         continuation.onTermination = { [weak self] _ in
@@ -39,11 +40,13 @@ extension Mirror {
         return stream
     }
 
-    /// Every failure the mirror reports from now on, until the mirror is deallocated.
+    /// A new sequence of every failure the mirror reports from now on, until the mirror is
+    /// deallocated (when the sequence ends).
     ///
     /// The same errors are posted as `Notification`s named `.mirrorError` and kept as
-    /// ``lastError``. Each access returns a new sequence.
-    public var errors: AsyncStream<MirrorError> {
+    /// ``lastError``. Each call returns a new sequence that gets every failure reported after
+    /// the call; failures are buffered until you read them.
+    public func errors() -> AsyncStream<MirrorError> {
         let (stream, continuation) = AsyncStream.makeStream(of: MirrorError.self)
         let number = core.withLock { $0.makeDeliveryNumber() }
         continuation.onTermination = { [weak self] _ in
@@ -68,7 +71,7 @@ extension Mirror {
     ///
     /// For example, appending, editing and removing one record in a row makes no call after
     /// the first: the records end as they were. To see every change, with its record and
-    /// whether it is committed, read ``changes`` instead.
+    /// whether it is committed, read ``changes()`` instead.
     ///
     /// ```swift
     /// let observation = mirror.observe { todos in print(todos.count, "items") }
@@ -136,25 +139,4 @@ extension Mirror {
     private func currentRecords() -> [Record]? {
         core.withLock { $0.isClosed ? nil : $0.array.array }
     }
-}
-
-/// Ends an observation started with ``Mirror/observe(_:)`` when cancelled or deallocated.
-public final class MirrorCancellable: Sendable {
-    private let action: Mutex<(@Sendable () -> Void)?>
-
-    init(_ action: @escaping @Sendable () -> Void) {
-        self.action = Mutex(action)
-    }
-
-    /// Ends the observation: the handler is not called again once a call in progress
-    /// returns. Calling it again does nothing.
-    public func cancel() {
-        let action = action.withLock { action in
-            defer { action = nil }
-            return action
-        }
-        action?()
-    }
-
-    deinit { cancel() }
 }

@@ -64,7 +64,7 @@ import Synchronization
 /// retried with exponential backoff (``MirrorConfiguration``); any other failure puts the
 /// change on hold until the record changes again or ``flush()`` is called. Every failure is
 /// reported once: as a `Notification` named `.mirrorError` whose `object` is the
-/// ``MirrorError``, on ``errors``, and as ``lastError``.
+/// ``MirrorError``, on ``errors()``, and as ``lastError``.
 ///
 /// ## Conflicts
 ///
@@ -97,7 +97,7 @@ import Synchronization
 ///
 /// ## Observing
 ///
-/// - ``changes``: an `AsyncSequence` of ``MirrorChange``s (inserted, updated or removed;
+/// - ``changes()``: an `AsyncSequence` of ``MirrorChange``s (inserted, updated or removed;
 ///   local or remote; pending or committed).
 /// - The Observation framework: `Mirror` is `Observable`; reading ``dataModel`` inside
 ///   `withObservationTracking` (or a SwiftUI view) tracks it.
@@ -147,23 +147,24 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// - Parameters:
     ///   - database: The database to mirror.
     ///   - scope: The scope of the records; ``Scope/public`` by default.
-    ///   - user: The owner of the private zone to mirror. By default, the current user of
-    ///     ``MirrorConfiguration/userSession`` (``UserSession/shared``, which starts as the
-    ///     operating-system account running the process), and the mirror follows that
-    ///     session's user switches. Ignored for the public scope.
+    ///   - user: The owner of the private zone to mirror, for the private scope only. By
+    ///     default, the current user of ``MirrorConfiguration/userSession``
+    ///     (``UserSession/shared``, which starts as the operating-system account running the
+    ///     process), and the mirror follows that session's user switches.
     ///   - conflictPolicy: How to settle conflicts; ``ConflictPolicy/changedKeys`` by default.
     ///   - configuration: Retry, batching and user-session settings.
-    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid record type or user name,
-    ///   and whatever the database throws while loading.
+    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid record type, or a `user`
+    ///   given with the public scope, which has no owner; and whatever the database throws
+    ///   while loading.
     public init(
         database: any RecordDatabase,
         scope: Scope = .public,
-        user: String? = nil,
+        user: MirrorUser? = nil,
         conflictPolicy: ConflictPolicy<Record> = .changedKeys,
         configuration: MirrorConfiguration = MirrorConfiguration()
     ) async throws {
-        let zone = Self.zone(scope: scope, user: user, session: configuration.userSession)
-        try zone.validate()
+        let owner = scope == .private ? user ?? configuration.userSession.user : user
+        let zone = try ZoneID(Record.recordType, scope: scope, user: owner?.name)
         self.schema = try Self.schemaCoder(scope: scope, user: user, configuration: configuration)
         self.database = database
         self.currentZone = Mutex(zone)
@@ -209,12 +210,6 @@ public final class Mirror<Record: Recordable>: Sendable {
         commitWakeup.signal()
     }
 
-    private static func zone(scope: Scope, user: String?, session: UserSession) -> ZoneID {
-        switch scope {
-        case .public: .public(Record.recordType)
-        case .private: .private(Record.recordType, user: user ?? session.user.name)
-        }
-    }
 
     deinit {
         for task in workers.withLock({ $0 }) { task.cancel() }
@@ -413,7 +408,7 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// Posts errors and wakes observers after a locked section.
     ///
     /// An error that stands for a bad stored entry (a record that does not decode), which
-    /// every mirror of its zone and type finds and reports on its own ``errors`` and
+    /// every mirror of its zone and type finds and reports on its own ``errors()`` and
     /// ``lastError``, is posted once per process: it is one failure.
     func deliver(_ effects: MirrorState<Record>.Effects) {
         if !effects.errors.isEmpty {

@@ -1,12 +1,12 @@
 /// One change to a record in a ``Mirror``'s ``Mirror/dataModel``, as delivered by
-/// ``Mirror/changes``.
+/// ``Mirror/changes()``.
 ///
 /// A local change is delivered twice: once when it is made (``state`` is
 /// ``State/pending``) and once when the database has stored it (``State/committed``).
 /// A change made by another writer is delivered once, already committed.
 ///
 /// ```swift
-/// for await change in mirror.changes {
+/// for await change in mirror.changes() {
 ///     switch (change.kind, change.origin, change.state) {
 ///     case (.inserted, .remote, _): print("someone added \(change.recordID)")
 ///     case (_, .local, .committed): print("saved \(change.recordID)")

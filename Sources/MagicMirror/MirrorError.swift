@@ -16,13 +16,16 @@ import Foundation
 /// is known: the ``recordIDs`` involved, the ``recordType``, the ``scope``, the ``file``
 /// and the ``underlying`` error.
 ///
-/// Match a kind with a `catch` pattern:
+/// Each kind has one spelling, a static member of ``Kind``: compare ``kind`` with it, or
+/// use it as a `catch` pattern:
 ///
 /// ```swift
 /// do {
 ///     try await database.commit(operations, to: zone)
-/// } catch MirrorError.invalidName {
+/// } catch MirrorError.Kind.invalidName {
 ///     print("bad name")
+/// } catch let error as MirrorError where error.kind.isTransient {
+///     print("try again later: \(error.message)")
 /// }
 /// ```
 ///
@@ -55,13 +58,19 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
 
         package init(_ code: Code) { self.code = code }
 
-        /// A record type, user name or record id that cannot be used as a name:
-        /// empty, longer than 255 bytes, containing `/` or NUL, or `.` / `..`.
+        /// A record type, user name or record id that cannot be used as a name (empty,
+        /// longer than 255 bytes, containing `/` or NUL, `.` or `..`, not in Unicode
+        /// normalization form C), or a zone whose scope and owner disagree (a user given
+        /// with the public scope, none with the private scope).
         public static let invalidName = Kind(.invalidName)
         /// A record or operation that the database refuses (for example a save whose fields
         /// are not a JSON object).
         public static let invalidRecord = Kind(.invalidRecord)
-        /// A commit was based on a version of a record that is no longer current.
+        /// A change was based on a version of a record that is no longer current, and could not
+        /// be settled. A commit reports its conflicts as results
+        /// (``RecordOperation/Result``), not as this error, and a mirror settles them with its
+        /// ``ConflictPolicy``; a ``ReplicatedDatabase`` reports this kind for a pushed change
+        /// that conflicts while no mirror of its record type is open to settle it.
         public static let conflict = Kind(.conflict)
         /// A stored entry (a journal line, a snapshot) that cannot be read. Its bytes are kept
         /// in quarantine; everything else loads.
@@ -115,7 +124,7 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
         public var description: String { code.rawValue }
 
         /// Whether an error is a ``MirrorError`` of this kind; lets
-        /// `catch MirrorError.diskFull` work.
+        /// `catch MirrorError.Kind.diskFull` work.
         public static func ~= (kind: Kind, error: any Error) -> Bool {
             (error as? MirrorError)?.kind == kind
         }
@@ -234,43 +243,6 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
             kind, "\(operation) failed: \(reason)", file: file,
             underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO))
     }
-}
-
-extension MirrorError {
-    /// See ``Kind/invalidName``.
-    public static let invalidName = Kind.invalidName
-    /// See ``Kind/invalidRecord``.
-    public static let invalidRecord = Kind.invalidRecord
-    /// See ``Kind/conflict``.
-    public static let conflict = Kind.conflict
-    /// See ``Kind/corruptEntry``.
-    public static let corruptEntry = Kind.corruptEntry
-    /// See ``Kind/decodingFailed``.
-    public static let decodingFailed = Kind.decodingFailed
-    /// See ``Kind/encodingFailed``.
-    public static let encodingFailed = Kind.encodingFailed
-    /// See ``Kind/unsupportedFormat``.
-    public static let unsupportedFormat = Kind.unsupportedFormat
-    /// See ``Kind/ioFailure``.
-    public static let ioFailure = Kind.ioFailure
-    /// See ``Kind/diskFull``.
-    public static let diskFull = Kind.diskFull
-    /// See ``Kind/permissionDenied``.
-    public static let permissionDenied = Kind.permissionDenied
-    /// See ``Kind/readOnly``.
-    public static let readOnly = Kind.readOnly
-    /// See ``Kind/unavailable``.
-    public static let unavailable = Kind.unavailable
-    /// See ``Kind/notFound``.
-    public static let notFound = Kind.notFound
-    /// See ``Kind/accountUnavailable``.
-    public static let accountUnavailable = Kind.accountUnavailable
-    /// See ``Kind/cancelled``.
-    public static let cancelled = Kind.cancelled
-    /// See ``Kind/timedOut``.
-    public static let timedOut = Kind.timedOut
-    /// See ``Kind/unsupported``.
-    public static let unsupported = Kind.unsupported
 }
 
 extension Notification.Name {

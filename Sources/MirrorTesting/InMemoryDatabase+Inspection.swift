@@ -24,12 +24,12 @@ extension InMemoryDatabase {
     ///   not decode as `Record`; `MirrorError.Kind.invalidName` for a private scope without
     ///   a user, or a public one with a user.
     public func records<Record: Recordable>(
-        _ type: Record.Type, scope: Scope = .public, user: String? = nil
+        _ type: Record.Type, scope: Scope = .public, user: MirrorUser? = nil
     ) throws(MirrorError) -> [Record] {
-        let zone = try RecordCoding.zone(of: type, scope: scope, user: user)
+        let zone = try TypedRecords.zone(of: type, scope: scope, user: user)
         var records: [Record] = []
         for stored in storedRecords(in: zone) {
-            records.append(try RecordCoding.decode(type, from: stored, scope: scope))
+            records.append(try TypedRecords.decode(type, from: stored, scope: scope))
         }
         return records
     }

@@ -36,11 +36,11 @@ extension InMemoryDatabase {
     ///   object. Nothing is stored then.
     @discardableResult
     public func simulateSave<Record: Recordable>(
-        _ record: Record, scope: Scope = .public, user: String? = nil,
+        _ record: Record, scope: Scope = .public, user: MirrorUser? = nil,
         by writer: String = InMemoryDatabase.simulatedWriterID
     ) async throws(MirrorError) -> StoredRecord {
-        let zone = try RecordCoding.zone(of: Record.self, scope: scope, user: user)
-        let fields = try RecordCoding.encode(record, scope: scope)
+        let zone = try TypedRecords.zone(of: Record.self, scope: scope, user: user)
+        let fields = try TypedRecords.encode(record, scope: scope)
         return try await simulateSave(id: record.recordID, fields: fields, in: zone, by: writer)
     }
 
@@ -84,10 +84,10 @@ extension InMemoryDatabase {
     ///   mistake in the test), `MirrorError.Kind.invalidName` for an invalid name.
     @discardableResult
     public func simulateDelete<Record: Recordable>(
-        _ record: Record, scope: Scope = .public, user: String? = nil,
+        _ record: Record, scope: Scope = .public, user: MirrorUser? = nil,
         by writer: String = InMemoryDatabase.simulatedWriterID
     ) async throws(MirrorError) -> StoredRecord {
-        let zone = try RecordCoding.zone(of: Record.self, scope: scope, user: user)
+        let zone = try TypedRecords.zone(of: Record.self, scope: scope, user: user)
         return try await simulateDelete(id: record.recordID, in: zone, by: writer)
     }
 

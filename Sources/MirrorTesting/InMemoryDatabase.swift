@@ -152,7 +152,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// - Throws: `MirrorError.Kind.invalidName` for an invalid zone.
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
+    ) throws -> MirrorCancellable {
         try zone.validate()
         return store.subscribers.add(zone, handler: handler)
     }

@@ -12,7 +12,7 @@ import MagicMirror
 /// ```swift
 /// let cipher = InsecureTestCipher(keyID: "2026", secret: "test secret")
 /// let mirror = try await Mirror<SampleRecord>(
-///     database: database, scope: .private, user: "ann",
+///     database: database, scope: .private, user: try MirrorUser(name: "ann"),
 ///     configuration: MirrorConfiguration(cipher: cipher))
 /// ```
 ///

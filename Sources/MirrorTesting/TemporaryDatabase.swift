@@ -148,7 +148,7 @@ public final class TemporaryDatabase: RecordDatabase {
     /// Subscribes through ``database`` (see `RecordDatabase.subscribe(to:handler:)`).
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
+    ) throws -> MirrorCancellable {
         try database.subscribe(to: zone, handler: handler)
     }
 }

@@ -66,7 +66,7 @@ let observation = todos.observe { items in              // now, then after chang
 }
 
 let plants = Todo(title: "Water the plants")
-let changes = todos.changes                             // every change from now on
+let changes = todos.changes()                             // every change from now on
 todos.dataModel.append(plants)
 for await change in changes {                           // it never ends: break out when done
     print(change.kind, change.record?.title ?? "", change.origin, change.state)

@@ -10,14 +10,7 @@ enum Todo {
         var stderr: String
     }
 
-    static var executable: URL {
-        #if os(Linux)
-        let directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-        #else
-        let directory = Bundle.main.bundleURL.deletingLastPathComponent()
-        #endif
-        return directory.appendingPathComponent("mirror-todo")
-    }
+    static var executable: URL { BuiltProducts.executable("mirror-todo") }
 
     /// Runs one command to its end.
     static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {

@@ -15,24 +15,6 @@ struct AssetRecord: Recordable {
     var file: Asset
 }
 
-/// Expects `body` to throw a ``MirrorError`` of `kind`, and returns it.
-@discardableResult
-func expectMirrorError<Value>(
-    _ kind: MirrorError.Kind, sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> Value
-) async -> MirrorError? {
-    do {
-        _ = try await body()
-        Issue.record("expected MirrorError.\(kind); nothing was thrown", sourceLocation: sourceLocation)
-    } catch let error as MirrorError {
-        #expect(error.kind == kind, "\(error)", sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("expected MirrorError.\(kind); got \(error)", sourceLocation: sourceLocation)
-    }
-    return nil
-}
-
 @Suite struct AssetTests {
     let directory: TemporaryDirectory
     let zone = ZoneID.public("AssetRecord")
@@ -101,7 +83,7 @@ func expectMirrorError<Value>(
 
     @Test func aPrivateZonesAssetsAreAsPrivateAsItsRecords() async throws {
         defer { directory.remove() }
-        let mirror = try await Mirror<AssetRecord>(database: try open(), scope: .private, user: "alice")
+        let mirror = try await Mirror<AssetRecord>(database: try open(), scope: .private, user: try MirrorUser(name: "alice"))
         let asset = try await mirror.storeAsset(Data("secret".utf8))
         let assets = directory.url.appendingPathComponent("private/alice/AssetRecord/assets")
         #expect(try JSONFileTestSupport.mode(assets) & 0o777 == 0o700)

@@ -58,9 +58,9 @@ let removed = try await photos.removeUnreferencedAssets()
 
 do {
     _ = try await photos.data(for: image)
-} catch MirrorError.notFound {
+} catch MirrorError.Kind.notFound {
     print("another program removed the file")
-} catch MirrorError.corruptEntry {
+} catch MirrorError.Kind.corruptEntry {
     print("another program changed the file")
 }
 

@@ -105,7 +105,7 @@ print("migrated \(rewritten) records")
         #expect(stored.allSatisfy { String(decoding: $0.fields ?? Data(), as: UTF8.self).hasPrefix(#"{"$schemaVersion":5,"#) })
         #expect(!String(decoding: stored[0].fields ?? Data(), as: UTF8.self).contains("notes"), "dropped")
 
-        let errors = AsyncCollector(todos.errors)
+        let errors = AsyncCollector(todos.errors())
         try await database.simulateSave(
             id: "t4", fields: Data(#"{"$schemaVersion":5,"id":"t4","name":7,"priority":0}"#.utf8), in: .public("Todo"))
         try await errors.wait(forCount: 1, "the record that does not decode")

@@ -22,7 +22,7 @@ import Testing
         let a = try await MirrorProcess("A", directory: directory)
         let b = try await MirrorProcess("B", directory: directory)
         let local = try await Mirror<Todo>(database: try JSONFileDatabase(directory: directory.url))
-        let seen = AsyncCollector(local.changes)
+        let seen = AsyncCollector(local.changes())
         #expect(try JSONFileDatabase(directory: directory.url).watchMethod(of: .public("Todo")) == .native)
 
         try await a.send("add t1 buy milk")
@@ -194,7 +194,7 @@ import Testing
         try await worker.send("add c2 added for carol")
         try await worker.send("flush")
 
-        let owner = UserRecord.processOwner().name
+        let owner = MirrorUser.processOwner().name
         #expect(try await stored(in: directory, zone: .private("Todo", user: owner)) == [Todo(id: "mine", title: "the owner's")])
         #expect(try await stored(in: directory, zone: .private("Todo", user: "carol"))
             == carols + [Todo(id: "c2", title: "added for carol")])

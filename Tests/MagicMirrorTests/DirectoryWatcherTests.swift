@@ -210,11 +210,15 @@ import Testing
     private func waitUntilPolled(
         _ directory: String, by watcher: DirectoryWatcher, _ events: EventRecorder<String>
     ) async -> Bool {
-        while true {
+        // The switch is state, not an event: look at it after each event and every 100 ms
+        // (an event can come before the one that breaks the watch, or share its batch).
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
             let seen = events.count(directory)
             if watcher.method(for: directory) == .polling { return true }
-            guard await events.wait(for: directory, count: seen + 1) else { return false }
+            _ = await events.wait(for: directory, count: seen + 1, timeout: .milliseconds(100))
         }
+        return watcher.method(for: directory) == .polling
     }
 
     /// A directory deleted under a native watch is reported, polled from then on, and its

@@ -23,7 +23,7 @@ struct Note: Recordable {
     @Test func theTestingExampleRuns() async throws {
 let cipher = InsecureTestCipher(keyID: "test", secret: "not a secret")
 let mirror = try await Mirror<Note>(
-    database: InMemoryDatabase(), scope: .private, user: "ann",
+    database: InMemoryDatabase(), scope: .private, user: try MirrorUser(name: "ann"),
     configuration: MirrorConfiguration(cipher: cipher))
 
         mirror.dataModel.append(Note(title: "Zanzibar"))

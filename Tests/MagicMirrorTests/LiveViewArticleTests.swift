@@ -34,7 +34,7 @@ let milk = todos.view(where: RecordFilter { $0.title.lowercased().contains("milk
         #expect(open.records.map(\.title) == ["Call mum"])
         #expect(urgent.count == 1)
         #expect(milk.isEmpty)
-        let changes = AsyncCollector(open.changes)
+        let changes = AsyncCollector(open.changes())
 
 open.append(Todo(title: "Buy milk", priority: 2))
 open[0].done = true
@@ -48,7 +48,7 @@ open[0].done = true
         #expect(changes.items == [.inserted(at: 1), .removed(at: 0)])
 
 let rows = Task {
-    for await change in open.changes {
+    for await change in open.changes() {
         switch change {
         case .inserted(let position): print("insert row", position)
         case .removed(let position): print("delete row", position)

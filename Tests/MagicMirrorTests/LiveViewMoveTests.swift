@@ -18,7 +18,7 @@ import Testing
         let mirror = try await Mirror<Card>(database: database)
         for (index, id) in ["a", "b", "c", "d"].enumerated() { mirror.dataModel.append(Card(id: id, position: Double(index))) }
         let view = mirror.view(sortedBy: \.position)
-        let changes = AsyncCollector(view.changes)
+        let changes = AsyncCollector(view.changes())
         view.move(from: 3, to: 0, orderKey: \.position)      // d to the front
         #expect(ids(view) == ["d", "a", "b", "c"])
         view.move(from: 0, to: 2, orderKey: \.position)      // d between b and c

@@ -15,7 +15,7 @@ import Testing
         let mirror = try await Mirror<Todo>(database: try JSONFileDatabase(directory: directory.url))
         // The first two to-dos to buy, by title.
         let shopping = mirror.view(where: RecordFilter { $0.title.hasPrefix("buy") }, sortedBy: \.title, limit: 2)
-        let changes = AsyncCollector(shopping.changes)
+        let changes = AsyncCollector(shopping.changes())
         func waitForView(_ what: String, _ expected: [String]) async throws {
             try await mirror.waitUntil(timeout: .seconds(60), what) { _ in shopping.records.map(\.title) == expected }
         }

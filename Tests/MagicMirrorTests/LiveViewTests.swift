@@ -42,7 +42,7 @@ import Testing
         let (_, mirror) = try await mirror(with: chores(6))
         // Open chores by rank: c0, c2, c4 (ranks 0, 2, 4).
         let view = mirror.view(where: \.done == false, sortedBy: \.rank)
-        let changes = AsyncCollector(view.changes)
+        let changes = AsyncCollector(view.changes())
         let c3 = try #require(mirror.dataModel.firstIndex(ofRecordID: "c3"))
         mirror.dataModel[c3].done = false                  // enters between c2 and c4
         #expect(view.records.map(\.id) == ["c0", "c2", "c3", "c4"])
@@ -59,7 +59,7 @@ import Testing
     @Test func aLimitStaysLive() async throws {
         let (_, mirror) = try await mirror(with: chores(10))
         let firstThree = mirror.view(where: \.done == false, sortedBy: \.rank, limit: 3)
-        let changes = AsyncCollector(firstThree.changes)
+        let changes = AsyncCollector(firstThree.changes())
         #expect(firstThree.records.map(\.rank) == [0, 2, 4])
         mirror.dataModel.removeRecord(withID: "c2")                     // the next one moves up
         #expect(firstThree.records.map(\.rank) == [0, 4, 6])
@@ -146,19 +146,19 @@ import Testing
         let database = InMemoryDatabase()
         try await seed([Chore(id: "a1", title: "alice's", rank: 1)], into: database, zone: .private("Chore", user: "alice"))
         try await seed([Chore(id: "b1", title: "bob's", rank: 2)], into: database, zone: .private("Chore", user: "bob"))
-        let session = UserSession(user: try UserRecord(name: "alice"), notificationCenter: NotificationCenter())
+        let session = UserSession(user: try MirrorUser(name: "alice"), notificationCenter: NotificationCenter())
         let mirror = try await Mirror<Chore>(
             database: database, scope: .private, configuration: MirrorConfiguration(userSession: session))
         let view = mirror.view(sortedBy: \.rank)
         #expect(view.records.map(\.id) == ["a1"])
-        session.switchUser(to: try UserRecord(name: "bob"))
+        session.switchUser(to: try MirrorUser(name: "bob"))
         try await mirror.waitUntil(timeout: .seconds(60)) { _ in view.records.map(\.id) == ["b1"] }
     }
 
     @Test func aDeallocatedViewIsForgottenAndItsChangesEnd() async throws {
         let (_, mirror) = try await mirror(with: chores(2))
         var view: LiveView<Chore>? = mirror.view()
-        let changes = AsyncCollector(view!.changes)
+        let changes = AsyncCollector(view!.changes())
         view = nil
         try await changes.waitForEnd("the end of the changes of a deallocated view")
         mirror.dataModel.append(Chore(title: "after"))
@@ -205,7 +205,7 @@ import Testing
             let changes: AsyncCollector<LiveViewChange>
         }
         func check(_ view: LiveView<Chore>, _ isIncluded: @escaping (Chore) -> Bool, _ key: @escaping (Chore) -> Int, _ limit: Int?) -> Check {
-            Check(view: view, isIncluded: isIncluded, key: key, limit: limit, changes: AsyncCollector(view.changes))
+            Check(view: view, isIncluded: isIncluded, key: key, limit: limit, changes: AsyncCollector(view.changes()))
         }
         var checks = [
             check(mirror.view(), { _ in true }, { _ in 0 }, nil),

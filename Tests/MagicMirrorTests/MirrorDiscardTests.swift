@@ -32,7 +32,8 @@ import Testing
     /// The JSON-file database marks what it refused before writing; the mirror's removal of a
     /// record whose attempt may have been stored still deletes it, to be sure.
     @Test func aFailureThatMayHaveStoredKeepsTheDeleteOfARemovedRecord() async throws {
-        let database = StoresThenThrows(InMemoryDatabase())
+        let database = ScriptedDatabase(InMemoryDatabase())
+        database.silenceNotifications()
         let mirror = try await Mirror<Chore>(database: database)
         let chore = Chore(title: "maybe stored")
         database.throwAfterStoring(recordID: chore.id)
@@ -97,7 +98,8 @@ import Testing
     /// discard, the mirror reads the database and shows what is there. (The test database
     /// delivers no notifications, so only that read can show it.)
     @Test func aDiscardAfterAnAttemptThatWasStoredShowsTheStoredRecord() async throws {
-        let database = StoresThenThrows(InMemoryDatabase())
+        let database = ScriptedDatabase(InMemoryDatabase())
+        database.silenceNotifications()
         let mirror = try await Mirror<Chore>(database: database)
         let chore = Chore(title: "stored anyway")
         database.throwAfterStoring(recordID: chore.id)
@@ -136,46 +138,5 @@ import Testing
         }
         Issue.record("flush() did not throw")
         throw CancellationError()
-    }
-}
-
-/// A database that stores a commit naming a chosen record, then throws as if the answer
-/// were lost (a non-transient error that does not promise that nothing was stored). It
-/// delivers no notifications: a mirror learns of changes only when it reads by itself.
-private final class StoresThenThrows: RecordDatabase {
-    let base: InMemoryDatabase
-    private let victim = Mutex<String?>(nil)
-
-    init(_ base: InMemoryDatabase) { self.base = base }
-
-    func throwAfterStoring(recordID: String) { victim.withLock { $0 = recordID } }
-
-    var identifier: String { base.identifier }
-    var writerID: String { base.writerID }
-
-    func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
-        let outcome = try await base.commit(operations, to: zone)
-        let ids = operations.map(\.recordID)
-        let hit = victim.withLock { victim -> Bool in
-            guard let id = victim, ids.contains(id) else { return false }
-            victim = nil
-            return true
-        }
-        if hit { throw MirrorError(.invalidRecord, "stored, then the answer was lost", recordIDs: ids) }
-        return outcome
-    }
-
-    func fetchAll(in zone: ZoneID) async throws -> ChangeSet { try await base.fetchAll(in: zone) }
-    func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
-        try await base.fetch(recordIDs, in: zone)
-    }
-    func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
-        try await base.changes(in: zone, since: token)
-    }
-    func currentToken(in zone: ZoneID) async throws -> ChangeToken { try await base.currentToken(in: zone) }
-    func subscribe(
-        to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
-        DatabaseSubscription {}
     }
 }

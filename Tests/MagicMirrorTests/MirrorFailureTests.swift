@@ -71,7 +71,7 @@ private struct Measurement: Recordable {
         defer { opened.cleanup() }
         let database = ScriptedDatabase(opened.database)
         let mirror = try await Mirror<Chore>(database: database, configuration: quickRetries)
-        let changes = AsyncCollector(mirror.changes)
+        let changes = AsyncCollector(mirror.changes())
         database.failNextCommits(2, with: .unavailable)
         database.failNextCommits(1, with: .ioFailure)
 
@@ -107,8 +107,8 @@ private struct Measurement: Recordable {
         let mirror = try await Mirror<Chore>(database: database, configuration: quickRetries)
         let chores = (0..<3).map { Chore(title: "chore \($0)") }
         let notified = ErrorNotificationCollector(naming: chores.map(\.id))
-        let streamed = AsyncCollector(mirror.errors)
-        let changes = AsyncCollector(mirror.changes)
+        let streamed = AsyncCollector(mirror.errors())
+        let changes = AsyncCollector(mirror.changes())
         database.failNextCommits(1, with: .readOnly)
 
         // Three changes in one mutation, one batch, one failure: one notification, not three.
@@ -140,7 +140,7 @@ private struct Measurement: Recordable {
         let bad = Chore(title: "refused")
         let good = (0..<4).map { Chore(title: "fine \($0)") }
         let notified = ErrorNotificationCollector(naming: [bad.id])
-        let changes = AsyncCollector(mirror.changes)
+        let changes = AsyncCollector(mirror.changes())
         // The database refuses every commit that contains `bad`, without saying which
         // record is at fault.
         database.poison(bad.id, with: .invalidRecord)
@@ -185,7 +185,7 @@ private struct Measurement: Recordable {
         let broken = Measurement(title: "broken", value: .nan)
         let fine = Measurement(title: "fine", value: 1.5)
         let notified = ErrorNotificationCollector(naming: [broken.id])
-        let changes = AsyncCollector(mirror.changes)
+        let changes = AsyncCollector(mirror.changes())
 
         mirror.dataModel += [broken, fine]
         try await changes.wait("the fine record committed") { items in
@@ -213,7 +213,7 @@ private struct Measurement: Recordable {
         let database = ScriptedDatabase(opened.database)
         var mirror: Mirror<Chore>? = try await Mirror<Chore>(database: database, configuration: quickRetries)
         let weak = WeakBox(mirror!)
-        let changes = AsyncCollector(mirror!.changes)
+        let changes = AsyncCollector(mirror!.changes())
         database.failNextCommits(3, with: .unavailable)
 
         let chore = Chore(title: "not lost")

@@ -41,7 +41,7 @@ private struct ChoreWithTextRank: Recordable {
         let user = try #require(CurrentUser.accountName())
         #expect(mine.zone == .private("Chore", user: user))
 
-        let theirs = try await Mirror<Chore>(database: opened.database, scope: .private, user: "someone-else")
+        let theirs = try await Mirror<Chore>(database: opened.database, scope: .private, user: try MirrorUser(name: "someone-else"))
         #expect(theirs.zone == .private("Chore", user: "someone-else"))
         mine.dataModel.append(Chore(title: "mine"))
         try await mine.flush()
@@ -58,10 +58,40 @@ private struct ChoreWithTextRank: Recordable {
             _ = try await Mirror<BadlyNamed>(database: opened.database)
         }
         do {
-            _ = try await Mirror<Chore>(database: opened.database, scope: .private, user: "a/b")
+            _ = try await Mirror<Chore>(database: opened.database, scope: .private, user: try MirrorUser(name: "a/b"))
             Issue.record("a user name with a slash was accepted")
         } catch let error as MirrorError {
             #expect(error.kind == .invalidName)
+        }
+    }
+
+    @Test(arguments: DatabaseFactory.all)
+    func aUserGivenWithThePublicScopeIsRefusedAndNothingIsOpened(factory: DatabaseFactory) async throws {
+        let opened = try await factory.make()
+        defer { opened.cleanup() }
+        let alice = try MirrorUser(name: "alice")
+        do {
+            _ = try await Mirror<Chore>(database: opened.database, scope: .public, user: alice)
+            Issue.record("a public mirror was opened for a user")
+        } catch let error as MirrorError {
+            #expect(error.kind == .invalidName)
+            #expect(error.message.contains("public scope has no owner"), "a clear message: \(error.message)")
+            #expect(error.scope == .public)
+        }
+        #expect(ZoneHub.subscriptionCount(identifier: opened.database.identifier, zone: .public("Chore")) == 0)
+    }
+
+    @Test func aDecodedZoneIsCheckedLikeAMadeOne() throws {
+        let decoder = JSONDecoder()
+        let good = try decoder.decode(ZoneID.self, from: Data(#"{"scope":"private","recordType":"Todo","user":"alice"}"#.utf8))
+        #expect(good == .private("Todo", user: "alice"))
+        for bad in [
+            #"{"scope":"public","recordType":"Todo","user":"alice"}"#,
+            #"{"scope":"private","recordType":"Todo"}"#,
+            #"{"scope":"public","recordType":"../Todo"}"#,
+            #"{"scope":"private","recordType":"Todo","user":"a/b"}"#,
+        ] {
+            #expect(throws: DecodingError.self, "\(bad)") { try decoder.decode(ZoneID.self, from: Data(bad.utf8)) }
         }
     }
 

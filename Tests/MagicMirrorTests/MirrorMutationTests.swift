@@ -180,7 +180,7 @@ import Testing
         let original = Chore(title: "original")
         try await seed([original], into: opened.database)
         let mirror = try await Mirror<Chore>(database: opened.database)
-        let changes = mirror.changes
+        let changes = mirror.changes()
 
         var copy = original
         copy.title = "replacement"

@@ -19,7 +19,7 @@ import Testing
     }
 
     /// The notifications a database makes for other writers' changes, heard directly.
-    private func listen(to database: any RecordDatabase) throws -> (AsyncCollector<RemoteNotification>, DatabaseSubscription) {
+    private func listen(to database: any RecordDatabase) throws -> (AsyncCollector<RemoteNotification>, MirrorCancellable) {
         let heard = AsyncCollector<RemoteNotification>()
         let subscription = try database.subscribe(to: zone) { heard.append($0) }
         return (heard, subscription)
@@ -30,14 +30,15 @@ import Testing
         let opened = try await factory.make()
         defer { opened.cleanup() }
         // The mirrors hear nothing from the database: only what the test delivers.
-        let silent = SilentDatabase(opened.database)
+        let silent = ScriptedDatabase(opened.database)
+        silent.silenceNotifications()
         let mirrors = [try await Mirror<Chore>(database: silent), try await Mirror<Chore>(database: silent)]
-        let seen = mirrors.map { AsyncCollector($0.changes) }
+        let seen = mirrors.map { AsyncCollector($0.changes()) }
         let (heard, subscription) = try listen(to: opened.database)
         defer { subscription.cancel() }
         let writer = try await opened.otherWriter()
         let converter = MirrorNotificationConverter()
-        var random = SeededGenerator(seed: 0x5EED)
+        var random = SplitMix64(seed: 0x5EED)
         var live: [String: Int] = [:]  // id → stored version
         var previousToken = ChangeToken.initial
 
@@ -132,7 +133,7 @@ import Testing
         #expect(ZoneHub.memberCount(identifier: database.identifier, zone: zone) == 4)
         let json = opened.database as? JSONFileDatabase
         if let json { #expect(json.watchMethod(of: zone) == .native) }
-        let seen = mirrors.map { AsyncCollector($0.changes) }
+        let seen = mirrors.map { AsyncCollector($0.changes()) }
 
         let writer = try await opened.otherWriter()
         let chore = Chore(id: "c1", title: "from another writer")
@@ -164,7 +165,8 @@ import Testing
     func aPayloadTheAppReceivesUpdatesTheMirrors(factory: DatabaseFactory) async throws {
         let opened = try await factory.make()
         defer { opened.cleanup() }
-        let silent = SilentDatabase(opened.database)
+        let silent = ScriptedDatabase(opened.database)
+        silent.silenceNotifications()
         let mirror = try await Mirror<Chore>(database: silent)
         let (heard, subscription) = try listen(to: opened.database)
         defer { subscription.cancel() }
@@ -199,42 +201,6 @@ import Testing
         try await seed([chore], into: writer)
         try await waitUntil(mirror, "the routed change") { $0 == [chore] }
         #expect(recording.payloads.items.compactMap { RemoteNotification(userInfo: $0.value) }.map(\.recordIDs) == [["c1"]])
-    }
-}
-
-/// A database whose subscriptions never deliver anything, so that mirrors on it learn of
-/// other writers' changes only from notifications a test converts.
-final class SilentDatabase: RecordDatabase, Sendable {
-    let base: any RecordDatabase
-    private let calls = Mutex(0)
-
-    init(_ base: any RecordDatabase) { self.base = base }
-
-    var identifier: String { base.identifier }
-    var writerID: String { base.writerID }
-    var subscribeCalls: Int { calls.withLock { $0 } }
-
-    func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
-        try await base.commit(operations, to: zone)
-    }
-
-    func fetchAll(in zone: ZoneID) async throws -> ChangeSet { try await base.fetchAll(in: zone) }
-
-    func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
-        try await base.fetch(recordIDs, in: zone)
-    }
-
-    func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
-        try await base.changes(in: zone, since: token)
-    }
-
-    func currentToken(in zone: ZoneID) async throws -> ChangeToken { try await base.currentToken(in: zone) }
-
-    func subscribe(
-        to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
-        calls.withLock { $0 += 1 }
-        return DatabaseSubscription {}
     }
 }
 
@@ -283,20 +249,5 @@ final class RemoteChangeRecorder: Sendable {
 
     deinit {
         if let observer = observer.withLock({ $0 }) { NotificationCenter.default.removeObserver(observer) }
-    }
-}
-
-/// A reproducible source of randomness (SplitMix64).
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -113,8 +113,8 @@ import Testing
         let database = ScriptedDatabase(opened.database)
         var mirror: Mirror<Chore>? = try await Mirror<Chore>(database: database)
         let weak = WeakBox(mirror!)
-        let changes = AsyncCollector(mirror!.changes)
-        let errors = AsyncCollector(mirror!.errors)
+        let changes = AsyncCollector(mirror!.changes())
+        let errors = AsyncCollector(mirror!.errors())
         let values = AsyncCollector<[Chore]>()
         let observation = mirror!.observe { values.append($0) }
         try await values.wait(forCount: 1, "the first value")

@@ -11,8 +11,8 @@ import Testing
         let first = try await Mirror<Chore>(database: opened.database)
         let second = try await Mirror<Chore>(database: opened.database)
         let third = try await Mirror<Chore>(database: try await opened.otherWriter())
-        let seenBySecond = AsyncCollector(second.changes)
-        let seenByThird = AsyncCollector(third.changes)
+        let seenBySecond = AsyncCollector(second.changes())
+        let seenByThird = AsyncCollector(third.changes())
 
         let chore = Chore(title: "shared")
         first.dataModel.append(chore)
@@ -57,7 +57,7 @@ import Testing
         let zone = ZoneID.public("Chore")
         var mirrors: [Mirror<Chore>] = []
         for _ in 0..<3 { mirrors.append(try await Mirror<Chore>(database: database)) }
-        let other = try await Mirror<Chore>(database: database, scope: .private, user: "someone")
+        let other = try await Mirror<Chore>(database: database, scope: .private, user: try MirrorUser(name: "someone"))
 
         #expect(database.subscribeCalls == 2)
         #expect(database.liveSubscriptions == 2)
@@ -65,7 +65,7 @@ import Testing
         #expect(ZoneHub.memberCount(identifier: database.identifier, zone: zone) == 3)
 
         // The subscription ends with the last mirror of the zone.
-        let ends = mirrors.map { AsyncCollector($0.changes) }
+        let ends = mirrors.map { AsyncCollector($0.changes()) }
         mirrors.removeLast(2)
         try await ends[1].waitForEnd("a mirror to go away")
         try await ends[2].waitForEnd("a mirror to go away")
@@ -83,7 +83,7 @@ import Testing
         let opened = try await factory.make()
         defer { opened.cleanup() }
         let mirror = try await Mirror<Chore>(database: opened.database)
-        let seen = AsyncCollector(mirror.changes)
+        let seen = AsyncCollector(mirror.changes())
         let writer = try await opened.otherWriter()
         let zone = ZoneID.public("Chore")
         let chore = Chore(title: "from elsewhere")
@@ -115,7 +115,7 @@ import Testing
         defer { opened.cleanup() }
         let database = ScriptedDatabase(opened.database)
         let mirror = try await Mirror<Chore>(database: database)
-        let seen = AsyncCollector(mirror.changes)
+        let seen = AsyncCollector(mirror.changes())
         database.hold()
 
         let chore = Chore(title: "local")
@@ -144,7 +144,7 @@ import Testing
         let opened = try await factory.make()
         defer { opened.cleanup() }
         let mirror = try await Mirror<Chore>(database: opened.database)
-        let seen = AsyncCollector(mirror.changes)
+        let seen = AsyncCollector(mirror.changes())
         let writer = try await opened.otherWriter()
         let chores = (0..<3).map { Chore(id: "c\($0)", title: "\($0)") }
         try await seed(chores, into: writer)

@@ -6,11 +6,11 @@ import Testing
 /// Private mirrors follow their ``UserSession``: a switch moves them to the new user's zone
 /// at once, and the old user's changes still go to the old user's zone.
 @Suite struct MirrorUserSwitchTests {
-    let alice = try! UserRecord(name: "alice")
-    let bob = try! UserRecord(name: "bob")
+    let alice = try! MirrorUser(name: "alice")
+    let bob = try! MirrorUser(name: "bob")
 
     /// The stored chores of a user's private zone, by id.
-    private func stored(_ user: UserRecord, in database: any RecordDatabase) async throws -> [String: Chore] {
+    private func stored(_ user: MirrorUser, in database: any RecordDatabase) async throws -> [String: Chore] {
         let set = try await database.fetchAll(in: .private("Chore", user: user.name))
         var result: [String: Chore] = [:]
         for record in set.records {
@@ -66,11 +66,11 @@ import Testing
 
         let mine = try await Mirror<Chore>(database: database, scope: .private, configuration: configuration)
         let alicesForGood = try await Mirror<Chore>(
-            database: database, scope: .private, user: "alice", configuration: configuration)
+            database: database, scope: .private, user: try MirrorUser(name: "alice"), configuration: configuration)
         let everyones = try await Mirror<Chore>(database: database, configuration: configuration)
         #expect(mine.zone == .private("Chore", user: "alice"))
         #expect(mine.dataModel.array == alices)
-        let seen = AsyncCollector(mine.changes)
+        let seen = AsyncCollector(mine.changes())
 
         #expect(session.switchUser(to: bob) != nil)
         // At once: the mirror holds bob's zone and shows nothing of alice's.
@@ -116,7 +116,7 @@ import Testing
         let session = UserSession(user: alice, notificationCenter: NotificationCenter())
         let mirror = try await Mirror<Chore>(
             database: database, scope: .private, configuration: MirrorConfiguration(userSession: session))
-        let seen = AsyncCollector(mirror.changes)
+        let seen = AsyncCollector(mirror.changes())
 
         // One of alice's changes is being committed when the user switches, another waits.
         database.hold()

@@ -217,7 +217,7 @@ import Testing
         try await store(#"{"age":"many","id":"p1"}"#, in: database)
         try await store(#"{"age":"40","id":"p2"}"#, id: "p2", in: database)
         let mirror = try await Mirror<StrictAge>(database: database)
-        let errors = AsyncCollector(mirror.errors)
+        let errors = AsyncCollector(mirror.errors())
         #expect(mirror.dataModel.array == [StrictAge(id: "p2", age: 40)])
         let error = try #require(mirror.lastError)
         #expect(error.kind == .decodingFailed)
@@ -252,7 +252,7 @@ import Testing
             try await store(#"{"id":"p\#(index)","title":"t\#(index)"}"#, id: "p\(index)", in: database)
         }
         let mirror = try await Mirror<ThreeSteps>(database: database, configuration: MirrorConfiguration(maximumBatchSize: 7))
-        let changes = AsyncCollector(mirror.changes)
+        let changes = AsyncCollector(mirror.changes())
         #expect(try await mirror.migrateStoredRecords() == 40)
         #expect(try await mirror.migrateStoredRecords() == 0)
         let set = try await database.fetchAll(in: Self.zone)

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 import MirrorTesting
 import Testing
 
@@ -193,7 +194,7 @@ import Testing
         let witness = Chore(id: "witness-\(UUID().uuidString)", title: "witness")
         try await seed([edited, witness], into: memory)
         let mirror = try await Mirror<Chore>(database: database)
-        let changes = AsyncCollector(mirror.changes)
+        let changes = AsyncCollector(mirror.changes())
 
         // The mirror's commit of `edited` is stored, but the mirror does not hear back yet.
         database.holdOutcomes()

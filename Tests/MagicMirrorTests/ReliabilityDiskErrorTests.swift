@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 import Testing
 
 /// Full disks and I/O errors at the `Mirror` level, injected through the database's
@@ -67,7 +68,7 @@ import Testing
             if seen.value.count < failures { fileSystem.failNext(operation, errno: code, afterBytes: 40) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
-        let changes = AsyncCollector(mirror.changes)
+        let changes = AsyncCollector(mirror.changes())
         fileSystem.failNext(operation, errno: code, afterBytes: 40)
 
         mirror.dataModel.append(chore)
@@ -142,7 +143,7 @@ import Testing
         try await flush(mirror)
         let chore = Chore(id: "faulted-\(UUID().uuidString)", title: "during")
         let errors = reliabilityErrors(under: directory.url, orNaming: [chore.id])
-        let changes = AsyncCollector(mirror.changes)
+        let changes = AsyncCollector(mirror.changes())
 
         fileSystem.failNext(.fsync, errno: EIO)
         fileSystem.failNext(.rename, errno: code)

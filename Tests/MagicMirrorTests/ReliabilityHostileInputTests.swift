@@ -76,7 +76,7 @@ private struct HostileRecord: Recordable {
             }
             // User names.
             do {
-                _ = try await Mirror<Chore>(database: database, scope: .private, user: name)
+                _ = try await Mirror<Chore>(database: database, scope: .private, user: try MirrorUser(name: name))
                 Issue.record("Mirror accepted the user name \(name.debugDescription)")
             } catch {
                 expectInvalidName(error, role: "user name", name)
@@ -103,7 +103,7 @@ private struct HostileRecord: Recordable {
         // one is held and reported once.
         let mirror = try await Mirror<HostileRecord>(database: database)
         let errors = ErrorNotificationCollector(naming: Self.hostileNames)
-        let changes = AsyncCollector(mirror.changes)
+        let changes = AsyncCollector(mirror.changes())
         let good = (0..<3).map { HostileRecord(id: "good-\($0)") }
         mirror.dataModel.append(contentsOf: good)
         mirror.dataModel.append(contentsOf: Self.hostileNames.map { HostileRecord(id: $0) })
@@ -156,7 +156,7 @@ private struct HostileRecord: Recordable {
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: outside)
 
         do {
-            let mirror = try await Mirror<Chore>(database: database, scope: scope, user: "alice")
+            let mirror = try await Mirror<Chore>(database: database, scope: scope, user: scope == .private ? try MirrorUser(name: "alice") : nil)
             mirror.dataModel.append(Chore(title: "escaped"))
             try await flush(mirror)
             Issue.record("a mirror opened a zone through the link \(linked)")

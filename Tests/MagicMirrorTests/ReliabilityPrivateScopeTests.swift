@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 import Testing
 
 /// The private scope through `Mirror`: its directories are 0700 and its files 0600 after
@@ -40,7 +41,7 @@ import Testing
         defer { directory.remove() }
         let database = try JSONFileDatabase(isolatedDirectory: directory.url, options: .init(compactionThreshold: 512))
         let zone = ZoneID.private("Chore", user: "alice")
-        let mirror = try await Mirror<Chore>(database: database, scope: .private, user: "alice")
+        let mirror = try await Mirror<Chore>(database: database, scope: .private, user: try MirrorUser(name: "alice"))
         mirror.dataModel.append(Chore(title: "first"))
         try await flush(mirror)
         let zoneDirectory = database.directory(of: zone)

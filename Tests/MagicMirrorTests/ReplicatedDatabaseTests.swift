@@ -327,8 +327,8 @@ import Testing
         defer { replica.remove() }
         let remote = InMemoryDatabase()
         let database = try Self.open(replica, remote: remote)
-        let alice = try await Mirror<Note>(database: database, scope: .private, user: "alice")
-        let bob = try await Mirror<Note>(database: database, scope: .private, user: "bob")
+        let alice = try await Mirror<Note>(database: database, scope: .private, user: try MirrorUser(name: "alice"))
+        let bob = try await Mirror<Note>(database: database, scope: .private, user: try MirrorUser(name: "bob"))
         alice.dataModel.append(Note(id: "a", title: "alice's"))
         bob.dataModel.append(Note(id: "b", title: "bob's"))
         try await alice.flush()
@@ -357,13 +357,13 @@ import Testing
         defer { replica.remove() }
         let remote = InMemoryDatabase()
         remote.availability = .unavailable
-        let session = UserSession(user: try UserRecord(name: "carol"), notificationCenter: NotificationCenter())
+        let session = UserSession(user: try MirrorUser(name: "carol"), notificationCenter: NotificationCenter())
         let database = try Self.open(replica, remote: remote)
         let mirror = try await Mirror<Note>(
             database: database, scope: .private, configuration: MirrorConfiguration(userSession: session))
         mirror.dataModel.append(Note(id: "c", title: "carol's, offline"))
         try await mirror.flush()
-        _ = session.switchUser(to: try UserRecord(name: "dave"))
+        _ = session.switchUser(to: try MirrorUser(name: "dave"))
         try await waitUntil(mirror, "dave's empty zone") { $0.isEmpty }
         mirror.dataModel.append(Note(id: "d", title: "dave's, offline"))
         try await mirror.flush()

@@ -34,7 +34,7 @@ import Testing
     @Test func aTypeWithoutMigrationsStoresExactlyWhatItEncodes() throws {
         let coder = SchemaCoder<Plain>()
         let value = Plain(id: "a", title: "t", note: "n")
-        let encoded = try RecordCoder.makeEncoder().encode(value)
+        let encoded = try StoredFieldsFormat.makeEncoder().encode(value)
         #expect(try coder.fields(for: value, over: nil) == encoded)
         #expect(try coder.fields(for: value, over: encoded) == encoded)
     }

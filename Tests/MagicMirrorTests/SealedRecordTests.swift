@@ -30,7 +30,7 @@ import Testing
         _ type: Record.Type = Note.self, _ database: any RecordDatabase, cipher: (any RecordCipher)? = cipher
     ) async throws -> Mirror<Record> {
         try await Mirror<Record>(
-            database: database, scope: .private, user: "ann",
+            database: database, scope: .private, user: try MirrorUser(name: "ann"),
             configuration: MirrorConfiguration(retryDelay: .milliseconds(5), cipher: cipher))
     }
 
@@ -114,7 +114,7 @@ import Testing
 
         // (The same stored entry's failure is posted once per process: this one is on the
         // mirror alone.)
-        let open = try await Mirror<Note>(database: try await opened.otherWriter(), scope: .private, user: "ann")
+        let open = try await Mirror<Note>(database: try await opened.otherWriter(), scope: .private, user: try MirrorUser(name: "ann"))
         #expect(open.dataModel.isEmpty)
         #expect(open.lastError?.kind == .decodingFailed)
         #expect(open.lastError?.message.contains("the mirror has no cipher") == true, "\(String(describing: open.lastError))")
@@ -217,7 +217,7 @@ import Testing
 
     @Test func openRecordsAreReadAndMigrateStoredRecordsSealsThem() async throws {
         let database = InMemoryDatabase()
-        let plain = try await Mirror<Note>(database: database, scope: .private, user: "ann")
+        let plain = try await Mirror<Note>(database: database, scope: .private, user: try MirrorUser(name: "ann"))
         plain.dataModel.append(Note(id: "n1", title: "written before the cipher"))
         try await plain.flush()
 

@@ -171,7 +171,7 @@ import Testing
         let record = SampleRecord(title: "From elsewhere")
         let id = record.recordID
 
-        var changes = mirror.changes
+        var changes = mirror.changes()
         try await database.simulateSave(record, by: "phone")
         let inserted = try await changes.waitUntil(timeout: .seconds(60)) { $0.recordID == id }
         #expect(inserted == MirrorChange(kind: .inserted, recordID: id, record: record, origin: .remote, state: .committed))
@@ -180,13 +180,13 @@ import Testing
         var edited = record
         edited.title = "Edited elsewhere"
         edited.isDone = true
-        changes = mirror.changes
+        changes = mirror.changes()
         try await database.simulateSave(edited, by: "phone")
         let updated = try await changes.waitUntil(timeout: .seconds(60)) { $0.recordID == id }
         #expect(updated == MirrorChange(kind: .updated, recordID: id, record: edited, origin: .remote, state: .committed))
         #expect(mirror.dataModel.array == [edited])
 
-        changes = mirror.changes
+        changes = mirror.changes()
         try await database.simulateDelete(edited, by: "phone")
         let removed = try await changes.waitUntil(timeout: .seconds(60)) { $0.recordID == id }
         #expect(removed == MirrorChange(kind: .removed, recordID: id, record: nil, origin: .remote, state: .committed))

@@ -90,16 +90,16 @@ import Testing
     @Test func simulatedChangesToPrivateZones() async throws {
         let database = InMemoryDatabase()
         let record = SampleRecord(title: "Mine")
-        try await database.simulateSave(record, scope: .private, user: "alice")
-        #expect(try database.records(SampleRecord.self, scope: .private, user: "alice") == [record])
-        #expect(try database.records(SampleRecord.self, scope: .private, user: "bob").isEmpty)
+        try await database.simulateSave(record, scope: .private, user: try MirrorUser(name: "alice"))
+        #expect(try database.records(SampleRecord.self, scope: .private, user: try MirrorUser(name: "alice")) == [record])
+        #expect(try database.records(SampleRecord.self, scope: .private, user: try MirrorUser(name: "bob")).isEmpty)
         #expect(try database.records(SampleRecord.self).isEmpty)
         let missingUser = await expectError(.invalidName) {
             try await database.simulateSave(record, scope: .private)
         }
         #expect(missingUser?.message.contains("user") == true)
-        await expectError(.invalidName) { try await database.simulateSave(record, scope: .public, user: "alice") }
-        await expectError(.invalidName) { try await database.simulateSave(record, scope: .private, user: "a/b") }
+        await expectError(.invalidName) { try await database.simulateSave(record, scope: .public, user: try MirrorUser(name: "alice")) }
+        await expectError(.invalidName) { try await database.simulateSave(record, scope: .private, user: try MirrorUser(name: "a/b")) }
         #expect(database.zones == [.private(SampleRecord.recordType, user: "alice")])
     }
 

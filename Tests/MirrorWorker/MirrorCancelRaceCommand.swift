@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 import MirrorTesting
 
 /// `mirror-cancel-race`: cancels consumers of a mirror's `changes` and `errors` streams and
@@ -40,8 +41,8 @@ enum MirrorCancelRaceCommand {
         }
         for changer in changers { changer.start() }
         for _ in 0..<rounds {
-            let changes = mirror.changes
-            let errors = mirror.errors
+            let changes = mirror.changes()
+            let errors = mirror.errors()
             let consumer = Task {
                 for await _ in changes {}
             }

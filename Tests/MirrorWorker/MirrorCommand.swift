@@ -62,7 +62,7 @@ enum MirrorCommand {
         } ?? files
         let isPrivate = options.flag("private") || options.string("user") != nil
         let mirror = try await Mirror<Todo>(
-            database: database, scope: isPrivate ? .private : .public, user: options.string("user"))
+            database: database, scope: isPrivate ? .private : .public, user: try options.string("user").map { name throws(MirrorError) in try MirrorUser(name: name) })
         let output = LineWriter()
         output.write("ready \(database.writerID) \(database.identifier)")
         let observation = mirror.observe { records in
@@ -93,7 +93,7 @@ enum MirrorCommand {
                     guard let replicated = database as? ReplicatedDatabase else { throw usage("sync needs --remote") }
                     try await replicated.synchronize()
                 case "switch-user" where words.count == 2:
-                    UserSession.shared.switchUser(to: try UserRecord(name: words[1]))
+                    UserSession.shared.switchUser(to: try MirrorUser(name: words[1]))
                 case "quit":
                     return
                 default:

@@ -52,7 +52,7 @@ enum MirrorEditorCommand {
         // Conflicts this process settled by merging: the array then shows the merged record
         // (a remote change) while it is committed.
         let merges = MergeCounter()
-        let changes = mirror.changes
+        let changes = mirror.changes()
         let counting = Task {
             for await change in changes where change.origin == .remote && change.state == .pending {
                 merges.count.add(1, ordering: .relaxed)

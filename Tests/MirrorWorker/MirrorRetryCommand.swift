@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 import Synchronization
 
 /// `mirror-retry`: appends one record through a `Mirror<EditRecord>` to a database it may

@@ -42,7 +42,7 @@ enum MirrorWriterCommand {
         databaseOptions.compactionThreshold = try options.int("compaction-threshold", default: 1 << 20)
         let database = try JSONFileDatabase(directory: URL(fileURLWithPath: directory), options: databaseOptions)
         try options.armCrash(on: database)
-        let user = options.string("user")
+        let user = try options.string("user").map { name throws(MirrorError) in try MirrorUser(name: name) }
         let mirror = try await Mirror<CrashRecord>(
             database: database, scope: user == nil ? .public : .private, user: user,
             configuration: MirrorConfiguration(retryDelay: .milliseconds(5), maximumRetryDelay: .milliseconds(100)))

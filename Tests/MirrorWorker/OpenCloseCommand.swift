@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 
 /// `mirror-worker open-close --db DIR [--count N] [--warm-up N] [--mirror] [--distinct]`:
 /// opens a JSON-file database on one of 64 directories below `DIR` in turn (a new directory

@@ -4,56 +4,8 @@ import MirrorTestSupport
 import MagicMirror
 
 // What the reliability subcommands (`mirror-writer`, `mirror-editor`, `mirror-retry`) share:
-// their record types, option parsing, output, standard input and a seeded random generator.
-// The tests read the same records with their own copies of these types (see
-// Tests/MagicMirrorTests/Support/ReliabilitySupport.swift): the JSON is the contract.
-
-/// A record of the crash campaign: its payload has a random length and its checksum covers
-/// the id and the payload, so a record that was only partly written cannot pass for whole.
-struct CrashRecord: Recordable {
-    var id: String
-    var writer: String
-    var n: Int
-    var payload: String
-    var check: String
-
-    init(id: String, writer: String, n: Int, payloadLength: Int) {
-        self.id = id
-        self.writer = writer
-        self.n = n
-        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
-        var generator = SplitMix64(seed: FNV1a.hash(id))
-        payload = String((0..<payloadLength).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
-        check = Self.checksum(id: id, payload: payload)
-    }
-
-    /// The checksum of a record's id and payload.
-    static func checksum(id: String, payload: String) -> String {
-        String(FNV1a.hash(id + "|" + payload), radix: 16)
-    }
-}
-
-/// A record of the concurrency runs: each process owns one of `p0`…`p3` and shares `last`,
-/// so a three-way merge by field keeps every process's own field.
-struct EditRecord: Recordable {
-    var id: String
-    var owner: String
-    var p0 = 0
-    var p1 = 0
-    var p2 = 0
-    var p3 = 0
-    var last = ""
-
-    /// The field of process `index` (0…3).
-    static func field(_ index: Int) -> WritableKeyPath<EditRecord, Int> {
-        switch index {
-        case 0: \.p0
-        case 1: \.p1
-        case 2: \.p2
-        default: \.p3
-        }
-    }
-}
+// option parsing, output and standard input. Their record types are in MirrorTestSupport
+// (Tests/Support/ReliabilityRecords.swift), shared with the tests that read them back.
 
 /// `--name value` options and `--flag` switches.
 struct WorkerOptions {

@@ -34,7 +34,7 @@ enum SealedCommand {
         }
         let cipher = InsecureTestCipher(keyID: keyID, secret: secret, olderKeys: older)
         let mirror = try await Mirror<Note>(
-            database: database, scope: .private, user: try options.required("user"),
+            database: database, scope: .private, user: try MirrorUser(name: try options.required("user")),
             configuration: MirrorConfiguration(retryDelay: .milliseconds(20), cipher: cipher))
         // A record that does not open is reported while the mirror loads, before `serve`
         // listens to its errors.

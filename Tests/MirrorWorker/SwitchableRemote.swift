@@ -3,7 +3,7 @@ import MagicMirror
 
 /// A JSON-file database in a directory of its own standing in for a database server that
 /// several machines reach, with an off switch: while the file `offlineMarker` exists, every
-/// read and commit throws `MirrorError.unavailable`, as when the server cannot be reached.
+/// read and commit throws `MirrorError.Kind.unavailable`, as when the server cannot be reached.
 ///
 /// Several worker processes (and the test) open the same directory, so they share one
 /// "server", the honest cross-process stand-in for a remote (an `InMemoryDatabase` lives in
@@ -54,7 +54,7 @@ final class SwitchableRemote: RecordDatabase {
 
     func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
+    ) throws -> MirrorCancellable {
         try base.subscribe(to: zone, handler: handler)
     }
 }

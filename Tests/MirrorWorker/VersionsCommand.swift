@@ -95,7 +95,7 @@ enum VersionsCommand {
         }
         defer { observation.cancel() }
         let errors = Task {
-            for await error in mirror.errors { output.write("error \(error)") }
+            for await error in mirror.errors() { output.write("error \(error)") }
         }
         defer { errors.cancel() }
         while let line = await readInputLine() {

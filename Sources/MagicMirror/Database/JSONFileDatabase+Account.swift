@@ -18,13 +18,13 @@ extension JSONFileDatabase: AccountVerifiable {
     /// No record is written.
     ///
     /// ```swift
-    /// let status = await UserRecord.current.verifyAccountAuthentication(in: database)
+    /// let status = await UserSession.shared.user.verifyAccountAuthentication(in: database)
     /// ```
     ///
     /// - Parameter user: The user to check.
     /// - Throws: A ``MirrorError`` that says why the directory cannot serve as the user's
     ///   private scope, naming it as ``MirrorError/file``.
-    public func verifyPrivateScope(of user: UserRecord) async throws {
+    public func verifyPrivateScope(of user: MirrorUser) async throws {
         try engine.verifyPrivateDirectory(of: user.name)
     }
 }

@@ -256,7 +256,7 @@ public final class JSONFileDatabase: RecordDatabase {
 
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
+    ) throws -> MirrorCancellable {
         // Loading first creates the zone's directories (so that a zone never written yet can
         // be watched) and makes the current files the baseline: later commits by other
         // writers are noticed relative to it. The zone's first subscription starts watching

@@ -103,5 +103,5 @@ public protocol RecordDatabase: AnyObject, Sendable {
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid zone.
     func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription
+    ) throws -> MirrorCancellable
 }

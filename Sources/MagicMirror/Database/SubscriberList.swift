@@ -2,7 +2,7 @@ import Synchronization
 
 /// The live subscriptions of a database, by zone; delivers notifications to them.
 ///
-/// A database keeps one and returns the ``DatabaseSubscription``s it makes.
+/// A database keeps one and returns the ``MirrorCancellable``s it makes.
 package final class SubscriberList: Sendable {
     private struct Entry: Sendable {
         let zone: ZoneID
@@ -21,7 +21,7 @@ package final class SubscriberList: Sendable {
     /// Adds a subscription.
     package func add(
         _ zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) -> DatabaseSubscription {
+    ) -> MirrorCancellable {
         let (key, first) = state.withLock { state in
             let key = state.next
             state.next += 1
@@ -30,7 +30,7 @@ package final class SubscriberList: Sendable {
             return (key, first)
         }
         if first { onZoneActivity?(zone, true) }
-        return DatabaseSubscription { [weak self] in self?.remove(key) }
+        return MirrorCancellable { [weak self] in self?.remove(key) }
     }
 
     private func remove(_ key: Int) {

@@ -44,6 +44,31 @@ public struct ZoneID: Hashable, Sendable, Codable, CustomStringConvertible {
         }
     }
 
+    /// The zone of `recordType` in `scope`, owned by `user` in the private scope: the one
+    /// check that a scope and its owner agree, and that the names are valid.
+    ///
+    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid name, a user given with the
+    ///   public scope (which has no owner), or none with the private scope (which needs one).
+    package init(_ recordType: String, scope: Scope, user: String?) throws(MirrorError) {
+        switch (scope, user) {
+        case (.public, nil):
+            self = .public(recordType)
+        case (.private, let user?):
+            self = .private(recordType, user: user)
+        case (.public, let user?):
+            throw MirrorError(
+                .invalidName,
+                "the public scope has no owner, but user \(String(reflecting: user)) was given: "
+                    + "give a user with the private scope only",
+                recordType: recordType, scope: scope)
+        case (.private, nil):
+            throw MirrorError(
+                .invalidName, "a private zone needs its owner: give a user",
+                recordType: recordType, scope: scope)
+        }
+        try validate()
+    }
+
     public var description: String {
         if let user { return "\(scope)/\(user)/\(recordType)" }
         return "\(scope)/\(recordType)"
@@ -56,15 +81,10 @@ public struct ZoneID: Hashable, Sendable, Codable, CustomStringConvertible {
         let scope = try container.decode(Scope.self, forKey: .scope)
         let recordType = try container.decode(String.self, forKey: .recordType)
         let user = try container.decodeIfPresent(String.self, forKey: .user)
-        switch (scope, user) {
-        case (.public, nil): self = .public(recordType)
-        case (.private, let user?): self = .private(recordType, user: user)
-        case (.public, _?):
-            throw DecodingError.dataCorruptedError(
-                forKey: .user, in: container, debugDescription: "a public zone has no user")
-        case (.private, nil):
-            throw DecodingError.dataCorruptedError(
-                forKey: .user, in: container, debugDescription: "a private zone needs a user")
+        do {
+            self = try ZoneID(recordType, scope: scope, user: user)
+        } catch {
+            throw DecodingError.dataCorruptedError(forKey: .user, in: container, debugDescription: error.message)
         }
     }
 }

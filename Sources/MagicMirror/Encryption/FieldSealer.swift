@@ -116,7 +116,7 @@ struct FieldSealer: Sendable {
     }
 
     private static func string(_ json: Data) -> String? {
-        try? RecordCoder.makeDecoder().decode(String.self, from: json)
+        try? StoredFieldsFormat.makeDecoder().decode(String.self, from: json)
     }
 }
 

@@ -10,7 +10,7 @@ extension Mirror {
     /// - Throws: ``MirrorError/Kind/unsupported`` for a cipher in the public scope (whose
     ///   records every user reads), or in a private mirror that follows a ``UserSession``
     ///   (whose next user's records would be sealed with this user's keys).
-    static func schemaCoder(scope: Scope, user: String?, configuration: MirrorConfiguration) throws -> SchemaCoder<Record> {
+    static func schemaCoder(scope: Scope, user: MirrorUser?, configuration: MirrorConfiguration) throws -> SchemaCoder<Record> {
         guard let cipher = configuration.cipher else { return SchemaCoder() }
         guard scope == .private else {
             throw MirrorError(

@@ -15,7 +15,7 @@ import Synchronization
 ///
 /// ```swift
 /// database.fileSystem.failNext(.fsync, errno: EIO)
-/// // the next commit throws MirrorError.ioFailure and stores nothing
+/// // the next commit throws MirrorError.Kind.ioFailure and stores nothing
 /// ```
 package final class FileSystem: Sendable {
     /// A kind of call that can be counted and made to fail.

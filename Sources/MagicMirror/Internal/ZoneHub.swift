@@ -35,7 +35,7 @@ package enum ZoneHub {
     }
 
     private struct Entry {
-        var subscription: DatabaseSubscription?
+        var subscription: MirrorCancellable?
         var members: [Int: WeakMember] = [:]
     }
 
@@ -91,7 +91,7 @@ package enum ZoneHub {
         // subscriptions to one zone, even briefly.
         let number = try joining.withLock { _ throws -> Int in
             let subscribed = registry.withLock { $0.entries[key] != nil }
-            var fresh: DatabaseSubscription?
+            var fresh: MirrorCancellable?
             if !subscribed {
                 fresh = try database.subscribe(to: zone) { notification in
                     MirrorNotificationRouting.route(notification)
@@ -138,7 +138,7 @@ package enum ZoneHub {
     }
 
     static func leave(_ key: Key, number: Int) {
-        let ended = registry.withLock { registry -> DatabaseSubscription? in
+        let ended = registry.withLock { registry -> MirrorCancellable? in
             guard var entry = registry.entries[key] else { return nil }
             entry.members[number] = nil
             if entry.members.isEmpty {

@@ -190,18 +190,7 @@ extension RemoteNotification {
     /// The zone named by a payload, or `nil` when the scope and user do not agree or a name
     /// is invalid.
     private static func zone(_ scope: Scope, _ recordType: String, user: String?) -> ZoneID? {
-        let zone: ZoneID
-        switch (scope, user) {
-        case (.public, nil): zone = .public(recordType)
-        case (.private, let user?): zone = .private(recordType, user: user)
-        default: return nil
-        }
-        do {
-            try zone.validate()
-            return zone
-        } catch {
-            return nil
-        }
+        try? ZoneID(recordType, scope: scope, user: user)
     }
 
     /// What is wrong with a payload's record ids and token, or `nil`.

@@ -322,7 +322,7 @@ public final class ReplicatedDatabase: RecordDatabase {
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid zone.
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
+    ) throws -> MirrorCancellable {
         try zone.validate()
         activate(zone)
         return subscribers.add(zone, handler: handler)

@@ -23,9 +23,9 @@ struct ReplicationState: Sendable {
         var waiting: [String: HLCTimestamp] = [:]
         var held: [String: Held] = [:]
         /// The subscription to the remote's notifications, once made.
-        var remoteSubscription: DatabaseSubscription?
+        var remoteSubscription: MirrorCancellable?
         /// The subscription to the replica's notifications (other processes' commits).
-        var replicaSubscription: DatabaseSubscription?
+        var replicaSubscription: MirrorCancellable?
         /// The corrupt replica entries of the zone already answered by a rebuild.
         var corruptionSeen = 0
 

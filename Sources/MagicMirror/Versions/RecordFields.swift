@@ -46,7 +46,7 @@ public struct RecordFields: Sendable, Equatable {
     public func value<Value: Decodable>(_ name: String, as type: Value.Type) throws -> Value? {
         guard let member = members[name] else { return nil }
         do {
-            return try RecordCoder.makeDecoder().decode(Value.self, from: member.value)
+            return try StoredFieldsFormat.makeDecoder().decode(Value.self, from: member.value)
         } catch {
             throw MirrorError(
                 .decodingFailed,
@@ -98,7 +98,7 @@ public struct RecordFields: Sendable, Equatable {
 
     static func member<Value: Encodable>(_ name: String, encoding value: Value) throws -> JSONFieldMerge.Member {
         do {
-            return JSONFieldMerge.Member(keyToken: keyToken(name), value: try RecordCoder.makeEncoder().encode(value))
+            return JSONFieldMerge.Member(keyToken: keyToken(name), value: try StoredFieldsFormat.makeEncoder().encode(value))
         } catch {
             throw MirrorError(
                 .encodingFailed, "a value for field \(String(reflecting: name)) could not be encoded: \(error)",

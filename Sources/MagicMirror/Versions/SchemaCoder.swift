@@ -28,8 +28,8 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
 
     package init(cipher: (any RecordCipher)? = nil) {
         migrations = Record.migrations
-        encoder = RecordCoder.makeEncoder()
-        decoder = RecordCoder.makeDecoder()
+        encoder = StoredFieldsFormat.makeEncoder()
+        decoder = StoredFieldsFormat.makeDecoder()
         sealer = cipher.map(FieldSealer.init)
     }
 
@@ -72,8 +72,8 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
             }
         }
         let results = !prepares
-            ? RecordBatchCoding.decodeInOrder(records, as: Record.self, with: decoder)
-            : RecordBatchCoding.decodeInOrder(prepared, as: Record.self, with: decoder)
+            ? BatchJSONCoding.decodeInOrder(records, as: Record.self, with: decoder)
+            : BatchJSONCoding.decodeInOrder(prepared, as: Record.self, with: decoder)
         return zip(records, results).enumerated().map { index, pair in
             if let failure = migrationFailures[index] { return .failure(failure) }
             let (record, result) = pair

@@ -33,7 +33,7 @@ import Synchronization
 /// ## Observing
 ///
 /// `LiveView` is `Observable`: reading ``records``, ``count`` or an element inside
-/// `withObservationTracking` (or a SwiftUI view) tracks the view. ``changes`` delivers the
+/// `withObservationTracking` (or a SwiftUI view) tracks the view. ``changes()`` delivers the
 /// positions that changed, for animating inserts, removals and moves.
 ///
 /// > Important: The filter and the order run while the mirror is locked: they must be
@@ -194,15 +194,16 @@ public final class LiveView<Record: Recordable>: Sendable {
 
     // MARK: Observing
 
-    /// Every change to the positions of ``records`` from now on, in order, until the view
-    /// is deallocated (when the sequence ends). Each access returns a new sequence.
+    /// A new sequence of every change to the positions of ``records`` from now on, in
+    /// order, until the view is deallocated (when the sequence ends). Each call returns a
+    /// new sequence that gets every change made after the call.
     ///
     /// ```swift
-    /// for await change in view.changes {
+    /// for await change in view.changes() {
     ///     if case .inserted(let position) = change { print("new row at", position) }
     /// }
     /// ```
-    public var changes: AsyncStream<LiveViewChange> {
+    public func changes() -> AsyncStream<LiveViewChange> {
         let (stream, continuation) = AsyncStream.makeStream(of: LiveViewChange.self)
         let key = state.withLock { state in
             let key = state.nextStream

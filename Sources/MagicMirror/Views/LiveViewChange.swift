@@ -1,6 +1,6 @@
 /// One change to the records a ``LiveView`` shows, by position, for animating a list.
 ///
-/// A view delivers its changes in order on ``LiveView/changes``; each applies to the records
+/// A view delivers its changes in order on ``LiveView/changes()``; each applies to the records
 /// as the previous one left them (as in a sequence of array operations), so a UI that
 /// applies them one by one to its rows ends with ``LiveView/records``.
 public enum LiveViewChange: Sendable, Hashable {

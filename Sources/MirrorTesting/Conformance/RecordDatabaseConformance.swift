@@ -144,7 +144,9 @@ func expectEqual<Value: Equatable>(
     }
 }
 
-/// Runs `body`, which must throw a `MirrorError`; returns it.
+/// Runs `body`, which must throw a `MirrorError`; returns it. (The suite reports through
+/// ``ConformanceFailure`` rather than Swift Testing's issues, so that it runs under any test
+/// framework; the package's own tests have a Swift Testing counterpart.)
 @discardableResult
 func expectMirrorError(
     _ what: @autoclosure () -> String, file: String = #fileID, line: Int = #line,

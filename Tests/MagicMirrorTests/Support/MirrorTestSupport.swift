@@ -135,7 +135,7 @@ final class AsyncCollector<Element: Sendable>: Sendable {
 
 /// Waits until a mirror's records satisfy `condition` (MirrorTesting's `Mirror.waitUntil`).
 ///
-/// - Throws: `MirrorError.timedOut` showing the last records seen.
+/// - Throws: `MirrorError.Kind.timedOut` showing the last records seen.
 func waitUntil<Record: Recordable>(
     _ mirror: Mirror<Record>, _ what: String, timeout: Duration = testTimeout,
     _ condition: @escaping @Sendable ([Record]) -> Bool
@@ -204,4 +204,22 @@ final class WeakBox<Object: AnyObject>: @unchecked Sendable {
     // @unchecked Sendable: only used to test deallocation; `object` is written once.
     weak var object: Object?
     init(_ object: Object) { self.object = object }
+}
+
+/// Expects `body` to throw a ``MirrorError`` of `kind`, and returns it.
+@discardableResult
+func expectMirrorError<Value>(
+    _ kind: MirrorError.Kind, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> Value
+) async -> MirrorError? {
+    do {
+        _ = try await body()
+        Issue.record("expected MirrorError.\(kind); nothing was thrown", sourceLocation: sourceLocation)
+    } catch let error as MirrorError {
+        #expect(error.kind == kind, "\(error)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected MirrorError.\(kind); got \(error)", sourceLocation: sourceLocation)
+    }
+    return nil
 }

@@ -9,38 +9,9 @@ import MagicMirror
 import Synchronization
 import Testing
 
-// Helpers of the Reliability* suites: the record types the reliability subcommands of
-// `mirror-worker` write (read here with the tests' own copies: the JSON is the contract),
-// the switch for the long run, the figures line, and byte-exact pictures of a directory.
-
-/// The tests' copy of `mirror-worker`'s crash-campaign record (see
-/// Tests/MirrorWorker/ReliabilityWorkerSupport.swift): `check` is the FNV-1a digest of
-/// `id|payload`, so a record written in part cannot pass for whole.
-struct CrashRecord: Recordable {
-    var id: String
-    var writer: String
-    var n: Int
-    var payload: String
-    var check: String
-
-    /// Whether the checksum matches the id and payload.
-    var isWhole: Bool { check == String(FNV1a.hash(id + "|" + payload), radix: 16) }
-}
-
-/// The tests' copy of `mirror-worker`'s concurrency record: each process owns one of
-/// `p0`…`p3` and all share `last`.
-struct EditRecord: Recordable {
-    var id: String
-    var owner: String
-    var p0 = 0
-    var p1 = 0
-    var p2 = 0
-    var p3 = 0
-    var last = ""
-
-    /// The field of process `index`.
-    func field(_ index: Int) -> Int { [p0, p1, p2, p3][index] }
-}
+// Helpers of the Reliability* suites: the switch for the long run, the figures line, and
+// byte-exact pictures of a directory. The record types they share with `mirror-worker` are
+// in MirrorTestSupport (Tests/Support/ReliabilityRecords.swift).
 
 enum Reliability {
     /// Whether the long run was asked for: `MAGICMIRROR_RELIABILITY_LONG=1`.

@@ -3,8 +3,8 @@ import MagicMirror
 import Synchronization
 
 /// Wraps a database to script its commits for mirror tests: fail the next ones, fail every
-/// one that names a record, hold them (or their outcomes) until released, and count calls
-/// and subscriptions.
+/// one that names a record, store one and then throw, hold them (or their outcomes) until
+/// released, silence its notifications, and count calls and subscriptions.
 final class ScriptedDatabase: RecordDatabase, Sendable {
     let base: any RecordDatabase
 
@@ -32,6 +32,11 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
         var heldPulls: [CheckedContinuation<Void, Never>] = []
         var isHoldingOutcomes = false
         var heldOutcomes: [CheckedContinuation<Void, Never>] = []
+        /// The next commit that names this record is stored, then throws as if its answer
+        /// were lost.
+        var throwAfterStoring: String?
+        /// Subscriptions deliver nothing.
+        var isSilent = false
         var completeChangeSets = 0
         var liveSubscriptions = 0
         var subscribeCalls = 0
@@ -62,6 +67,20 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
     /// Makes every commit that names `recordID` throw a `kind` error that names no record.
     func poison(_ recordID: String, with kind: MirrorError.Kind) {
         state.withLock { $0.poison = (recordID, kind) }
+    }
+
+    /// Makes the next commit that names `recordID` store its changes, then throw an
+    /// ``MirrorError/Kind/invalidRecord`` error as if the answer were lost: a non-transient
+    /// error that does not promise that nothing was stored.
+    func throwAfterStoring(recordID: String) {
+        state.withLock { $0.throwAfterStoring = recordID }
+    }
+
+    /// Makes subscriptions made from now on deliver nothing, so that a mirror learns of
+    /// other writers' changes only when it reads by itself or from notifications a test
+    /// converts. They are still counted.
+    func silenceNotifications() {
+        state.withLock { $0.isSilent = true }
     }
 
     /// Commits wait until ``release()``.
@@ -147,6 +166,14 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
         }
         do {
             let outcome = try await base.commit(operations, to: zone)
+            let lostAnswer = state.withLock { state -> Bool in
+                guard let id = state.throwAfterStoring, ids.contains(id) else { return false }
+                state.throwAfterStoring = nil
+                return true
+            }
+            if lostAnswer {
+                throw MirrorError(.invalidRecord, "scripted: stored, then the answer was lost", recordIDs: ids)
+            }
             attempts.append(Attempt(recordIDs: ids, error: nil, applied: outcome.isApplied))
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let wait = state.withLock { state in
@@ -189,14 +216,15 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
 
     func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
-        let inner = try base.subscribe(to: zone, handler: handler)
+    ) throws -> MirrorCancellable {
+        let isSilent = state.withLock { $0.isSilent }
+        let inner = isSilent ? nil : try base.subscribe(to: zone, handler: handler)
         state.withLock { state in
             state.liveSubscriptions += 1
             state.subscribeCalls += 1
         }
-        return DatabaseSubscription { [weak self] in
-            inner.cancel()
+        return MirrorCancellable { [weak self] in
+            inner?.cancel()
             self?.state.withLock { $0.liveSubscriptions -= 1 }
         }
     }

@@ -112,7 +112,7 @@ import Testing
         let cipher = try AESGCMRecordCipher(keyID: "k1", keyBytes: Self.keyBytes)
         let configuration = MirrorConfiguration(cipher: cipher)
         let mirror = try await Mirror<Secret>(
-            database: database.database, scope: .private, user: "ann", configuration: configuration)
+            database: database.database, scope: .private, user: try MirrorUser(name: "ann"), configuration: configuration)
         mirror.dataModel.append(Secret(id: "s1", text: "Zanzibar-8812"))
         try await mirror.flush()
 
@@ -125,11 +125,11 @@ import Testing
         }
         #expect(files > 0)
         let reopened = try await Mirror<Secret>(
-            database: try JSONFileDatabase(directory: database.directory), scope: .private, user: "ann",
+            database: try JSONFileDatabase(directory: database.directory), scope: .private, user: try MirrorUser(name: "ann"),
             configuration: configuration)
         #expect(reopened.dataModel.array == [Secret(id: "s1", text: "Zanzibar-8812")])
         let wrong = try await Mirror<Secret>(
-            database: try JSONFileDatabase(directory: database.directory), scope: .private, user: "ann",
+            database: try JSONFileDatabase(directory: database.directory), scope: .private, user: try MirrorUser(name: "ann"),
             configuration: MirrorConfiguration(cipher: try AESGCMRecordCipher(keyID: "k1", keyBytes: Self.otherKeyBytes)))
         #expect(wrong.dataModel.isEmpty)
     }

@@ -30,7 +30,7 @@ struct Note: Recordable {
 
 let cipher = try AESGCMRecordCipher(keyID: "2026-11", keyBytes: keyBytes)
 let notes = try await Mirror<Note>(
-    database: database, scope: .private, user: "ann",
+    database: database, scope: .private, user: try MirrorUser(name: "ann"),
     configuration: MirrorConfiguration(cipher: cipher))
 notes.dataModel.append(Note(title: "Call the bank"))
 try await notes.flush()
@@ -43,7 +43,7 @@ try await notes.flush()
 let rotated = try AESGCMRecordCipher(
     keyID: "2027-01", keyBytes: newKeyBytes, olderKeys: ["2026-11": keyBytes])
 let current = try await Mirror<Note>(
-    database: database, scope: .private, user: "ann",
+    database: database, scope: .private, user: try MirrorUser(name: "ann"),
     configuration: MirrorConfiguration(cipher: rotated))
 try await current.migrateStoredRecords()   // every record sealed with "2027-01"
 

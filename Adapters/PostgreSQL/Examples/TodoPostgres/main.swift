@@ -30,7 +30,7 @@ let server = TodoStorage(
     // The URL carries no password (it is refused there). A private list belongs to the
     // role the database connects as.
     return TodoStorage.Opened(
-        database: database, location: url, privateUser: database.role
+        database: database, location: url, privateUser: try MirrorUser(name: database.role)
     ) { await database.close() }
 }
 

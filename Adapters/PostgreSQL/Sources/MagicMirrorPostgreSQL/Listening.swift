@@ -60,7 +60,7 @@ final class Listening: Sendable {
 
     // MARK: - Subscriptions
 
-    func add(_ zone: ZoneID, handler: @escaping Handler) -> DatabaseSubscription {
+    func add(_ zone: ZoneID, handler: @escaping Handler) -> MirrorCancellable {
         let id: Int? = state.withLock { state in
             guard !state.stopped else { return nil }
             let id = state.nextID
@@ -74,8 +74,8 @@ final class Listening: Sendable {
             }
             return id
         }
-        guard let id else { return DatabaseSubscription {} }
-        return DatabaseSubscription { [weak self] in
+        guard let id else { return MirrorCancellable {} }
+        return MirrorCancellable { [weak self] in
             self?.state.withLock { state in
                 state.entries[zone]?.handlers[id] = nil
                 if state.entries[zone]?.handlers.isEmpty == true { state.entries[zone] = nil }

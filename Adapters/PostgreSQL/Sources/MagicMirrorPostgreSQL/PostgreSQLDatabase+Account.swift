@@ -13,7 +13,7 @@ extension PostgreSQLDatabase {
     /// - Throws: ``MirrorError/Kind/accountUnavailable`` when the database connects as
     ///   another role; ``MirrorError/Kind/permissionDenied`` when the role lacks a grant;
     ///   ``MirrorError/Kind/unavailable`` when the server cannot be reached.
-    public func verifyPrivateScope(of user: UserRecord) async throws {
+    public func verifyPrivateScope(of user: MirrorUser) async throws {
         try ZoneID.private("Any", user: user.name).validate()
         let logger = logger
         let (current, readable, writable): (String, Bool, Bool)

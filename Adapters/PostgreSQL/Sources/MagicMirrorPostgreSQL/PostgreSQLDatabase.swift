@@ -284,7 +284,7 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid zone.
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
+    ) throws -> MirrorCancellable {
         try zone.validate()
         return listening.add(zone, handler: handler)
     }

@@ -111,9 +111,9 @@ struct PostgreSQLSecurityTests {
                 #expect(try await asAlice.fetchAll(in: .public("Diary")).records.map(\.id) == ["shared"])
 
                 // Each role reaches its own private scope only.
-                try await asAlice.verifyPrivateScope(of: try UserRecord(name: alice))
+                try await asAlice.verifyPrivateScope(of: try MirrorUser(name: alice))
                 do {
-                    try await asBob.verifyPrivateScope(of: try UserRecord(name: alice))
+                    try await asBob.verifyPrivateScope(of: try MirrorUser(name: alice))
                     Issue.record("bob's connection reached alice's private scope")
                 } catch let error as MirrorError {
                     #expect(error.kind == .accountUnavailable)

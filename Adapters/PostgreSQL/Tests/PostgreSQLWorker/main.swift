@@ -57,7 +57,7 @@ do {
         progress("error: \(note.object.map { "\($0)" } ?? "?")")
     }
     let events = Mutex<[String: Int]>([:])
-    let changes = mirror.changes
+    let changes = mirror.changes()
     let watcher = Task {
         for await change in changes where change.origin == .remote {
             switch change.kind {

@@ -1,4 +1,5 @@
 import Foundation
+import MirrorTestSupport
 
 /// How big each workload is.
 struct PeerSizes {
@@ -128,10 +129,10 @@ enum PeerWorkloads {
         var records = BenchRecord.makeMany(zoneSize)
         try await store.insert(batch: records)
         // The same records, in the same order, for both engines.
-        var generator = PeerRandom(seed: 42)
+        var generator = SplitMix64(seed: 42)
         let start = monotonicSeconds()
         for _ in 0..<updates {
-            let index = generator.next(below: zoneSize)
+            let index = Int(generator.next() % UInt64(zoneSize))
             records[index].number += 1
             try await store.update(records[index])
         }
@@ -149,7 +150,7 @@ enum PeerWorkloads {
             try await store.insert(batch: records)
             try await store.settle()
         }
-        let report = try PeerChild.run(["--child-open", Store.name, directory.url.path, "\(records.count)"])
+        let report = try ChildProcess.launch(["--child-open", Store.name, directory.url.path, "\(records.count)"]).readAll()
         let fields = report.split(separator: " ").compactMap { Double($0) }
         guard fields.count == 2 else { throw PeerError("child open printed \(report)") }
         return BenchResult(name: "open", variant: Store.name, n: records.count, seconds: fields[0], peakResidentMiB: fields[1])
@@ -170,38 +171,5 @@ enum PeerWorkloads {
         let seconds = monotonicSeconds() - start
         guard count == expected else { throw PeerError("opened \(count) of \(expected) records") }
         print("\(seconds) \(peakResidentMiB() ?? .nan)")
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so both engines update the same records.
-struct PeerRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next(below bound: Int) -> Int {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int((z ^ (z >> 31)) % UInt64(bound))
-    }
-}
-
-/// Runs this executable again as a child process and returns what it prints.
-enum PeerChild {
-    static func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        #if os(Linux)
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        #else
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        #endif
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw PeerError("child \(arguments) exited with \(process.terminationStatus)") }
-        return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

@@ -17,7 +17,7 @@ private struct Picky: Encodable {
     }
 }
 
-@Suite struct RecordBatchCodingTests {
+@Suite struct BatchJSONCodingTests {
     private func stored(_ id: String, _ json: String?) -> StoredRecord {
         StoredRecord(id: id, version: 1, fields: json.map { Data($0.utf8) }, modified: .zero, writer: "w")
     }
@@ -26,7 +26,7 @@ private struct Picky: Encodable {
     func decodesEveryLiveRecordByID(count: Int) throws {
         var records = (0..<count).map { stored("r\($0)", #"{"id":"r\#($0)","n":\#($0)}"#) }
         records.append(stored("gone", nil))
-        let decoded = RecordBatchCoding.decode(records, as: Item.self, with: JSONDecoder())
+        let decoded = BatchJSONCoding.decode(records, as: Item.self, with: JSONDecoder())
         #expect(decoded.count == count)
         for index in 0..<count {
             #expect(try decoded["r\(index)"]?.get() == Item(id: "r\(index)", n: index))
@@ -39,7 +39,7 @@ private struct Picky: Encodable {
         let records = (0..<count).map { index in
             index % 4 == 1 ? stored("r\(index)", nil) : stored("r\(index)", #"{"id":"r\#(index)","n":\#(index)}"#)
         }
-        let decoded = RecordBatchCoding.decodeInOrder(records, as: Item.self, with: JSONDecoder())
+        let decoded = BatchJSONCoding.decodeInOrder(records, as: Item.self, with: JSONDecoder())
         #expect(decoded.count == count)
         for (index, result) in decoded.enumerated() {
             if index % 4 == 1 {
@@ -53,7 +53,7 @@ private struct Picky: Encodable {
     @Test func oneUndecodableRecordFailsAloneInABatch() throws {
         var records = (0..<40).map { stored("r\($0)", #"{"id":"r\#($0)","n":\#($0)}"#) }
         records[17] = stored("r17", #"{"id":"r17","n":"not a number"}"#)
-        let decoded = RecordBatchCoding.decode(records, as: Item.self, with: JSONDecoder())
+        let decoded = BatchJSONCoding.decode(records, as: Item.self, with: JSONDecoder())
         #expect(decoded.count == 40)
         #expect(throws: DecodingError.self) { try decoded["r17"]!.get() }
         #expect(try decoded["r18"]?.get() == Item(id: "r18", n: 18))
@@ -64,7 +64,7 @@ private struct Picky: Encodable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let values = (0..<count).map { Item(id: "id \"\($0)\" ,[]{}", n: $0) }
-        let encoded = RecordBatchCoding.encode(values, with: encoder)
+        let encoded = BatchJSONCoding.encode(values, with: encoder)
         #expect(encoded.count == count)
         for (value, data) in zip(values, encoded) {
             #expect(try data.get() == encoder.encode(value))
@@ -73,19 +73,19 @@ private struct Picky: Encodable {
 
     @Test func oneUnencodableValueFailsAloneInABatch() throws {
         let values = (0..<40).map { Picky(n: $0 == 5 ? -1 : $0) }
-        let encoded = RecordBatchCoding.encode(values, with: JSONEncoder())
+        let encoded = BatchJSONCoding.encode(values, with: JSONEncoder())
         #expect(encoded.count == 40)
         #expect(throws: EncodingError.self) { try encoded[5].get() }
         #expect(try encoded[6].get() == Data(#"{"n":6}"#.utf8))
     }
 
     @Test func splitsOnlyValidArrays() {
-        #expect(RecordBatchCoding.splitArray(Data(" [ {\"a\":[1,2]} , 3, \"x,y\" ] ".utf8))?.map {
+        #expect(BatchJSONCoding.splitArray(Data(" [ {\"a\":[1,2]} , 3, \"x,y\" ] ".utf8))?.map {
             String(decoding: $0, as: UTF8.self)
         } == ["{\"a\":[1,2]}", "3", "\"x,y\""])
-        #expect(RecordBatchCoding.splitArray(Data("[]".utf8)) == [])
+        #expect(BatchJSONCoding.splitArray(Data("[]".utf8)) == [])
         for bad in ["", "{}", "[1,]", "[1 2]", "[1", "[1] x"] {
-            #expect(RecordBatchCoding.splitArray(Data(bad.utf8)) == nil, "\(bad)")
+            #expect(BatchJSONCoding.splitArray(Data(bad.utf8)) == nil, "\(bad)")
         }
     }
 }

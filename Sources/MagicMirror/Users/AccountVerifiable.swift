@@ -1,6 +1,6 @@
 /// A database that can check by itself whether a user can reach their private scope.
 ///
-/// ``UserRecord/verifyAccountAuthentication(in:)`` calls ``verifyPrivateScope(of:)`` on a
+/// ``MirrorUser/verifyAccountAuthentication(in:)`` calls ``verifyPrivateScope(of:)`` on a
 /// database that conforms; for any other database it asks for a token of the user's
 /// private scope instead.
 ///
@@ -15,5 +15,5 @@ public protocol AccountVerifiable: RecordDatabase {
     ///
     /// - Parameter user: The user to check.
     /// - Throws: A ``MirrorError`` that says why the private scope cannot be reached.
-    func verifyPrivateScope(of user: UserRecord) async throws
+    func verifyPrivateScope(of user: MirrorUser) async throws
 }

@@ -10,7 +10,7 @@ import Foundation
 /// no longer decodes, one value does not encode), the batch falls back to one call per
 /// record, so each failure is still reported for its own record and every other record
 /// gets through.
-package enum RecordBatchCoding {
+package enum BatchJSONCoding {
     /// Below this many records a batch is not worth joining.
     package static let minimumBatch = 16
 

@@ -12,17 +12,17 @@ import Foundation
 /// a server request is authenticated as:
 ///
 /// ```swift
-/// let alice = try UserRecord(name: "alice")
+/// let alice = try MirrorUser(name: "alice")
 /// let status = await alice.verifyAccountAuthentication(in: database)
 /// ```
 ///
 /// A user name becomes a directory name in the JSON-file database
 /// (`<root>/private/<user>/`), so it must be a valid name: not empty, at most 255 bytes,
-/// no `/` or NUL, not `.` or `..`.
+/// no `/` or NUL, not `.` or `..`, in Unicode normalization form C.
 ///
-/// The process's current user lives in a ``UserSession`` (``UserSession/shared`` unless you
-/// make your own); ``current`` reads it.
-public struct UserRecord: Hashable, Sendable, Codable, CustomStringConvertible {
+/// The process's current user is the ``UserSession/user`` of a ``UserSession``
+/// (``UserSession/shared`` unless you make your own): the one place to read and switch it.
+public struct MirrorUser: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The user's name, as used for the private scope's zones (``ZoneID/private(_:user:)``).
     public let name: String
 
@@ -40,17 +40,15 @@ public struct UserRecord: Hashable, Sendable, Codable, CustomStringConvertible {
     /// Its name is the password database's entry for the effective user id, or `$USER`
     /// when there is none (for example a container user without an `/etc/passwd` line),
     /// or `uid-<number>` when neither is known or valid as a name.
-    public static func processOwner() -> UserRecord { ownerOfProcess }
+    public static func processOwner() -> MirrorUser { ownerOfProcess }
 
-    private static let ownerOfProcess: UserRecord = {
-        if let name = CurrentUser.accountName(), let user = try? UserRecord(name: name) { return user }
-        return UserRecord(validName: "uid-\(geteuid())")
+    private static let ownerOfProcess: MirrorUser = {
+        if let name = CurrentUser.accountName(), let user = try? MirrorUser(name: name) { return user }
+        return MirrorUser(validName: "uid-\(geteuid())")
     }()
 
     private init(validName: String) { name = validName }
 
-    /// The current user of ``UserSession/shared``.
-    public static var current: UserRecord { UserSession.shared.user }
 
     public var description: String { name }
 
@@ -76,7 +74,7 @@ public struct UserRecord: Hashable, Sendable, Codable, CustomStringConvertible {
 
 // MARK: - Verifying the private scope
 
-extension UserRecord {
+extension MirrorUser {
     /// Whether a user can reach their private scope in a database.
     public enum AccountStatus: Sendable, CustomStringConvertible {
         /// The private scope can be read and written.

@@ -4,12 +4,12 @@ import Synchronization
 /// The current user of a process (or of one part of it), which private mirrors follow.
 ///
 /// ``shared`` starts as the operating-system account running the process
-/// (``UserRecord/processOwner()``). Switching users updates ``user`` and posts one
+/// (``MirrorUser/processOwner()``). Switching users updates ``user`` and posts one
 /// ``Foundation/NSNotification/Name/mirrorAccountChanged`` notification; private mirrors of
 /// the session then reload from the new user's private scope.
 ///
 /// ```swift
-/// let alice = try UserRecord(name: "alice")
+/// let alice = try MirrorUser(name: "alice")
 /// UserSession.shared.switchUser(to: alice)
 /// ```
 ///
@@ -24,12 +24,12 @@ public final class UserSession: Sendable {
     /// A change of the current user.
     public struct Change: Hashable, Sendable {
         /// The user before the switch.
-        public var previous: UserRecord
+        public var previous: MirrorUser
         /// The user after the switch.
-        public var current: UserRecord
+        public var current: MirrorUser
 
         /// Creates a change.
-        public init(previous: UserRecord, current: UserRecord) {
+        public init(previous: MirrorUser, current: MirrorUser) {
             self.previous = previous
             self.current = current
         }
@@ -54,7 +54,7 @@ public final class UserSession: Sendable {
     /// Where ``Foundation/NSNotification/Name/mirrorAccountChanged`` is posted.
     public let notificationCenter: NotificationCenter
 
-    private let state: Mutex<UserRecord>
+    private let state: Mutex<MirrorUser>
     /// Held while a switch is applied and announced, so announcements keep the order of
     /// the switches.
     private let switching = Mutex(())
@@ -66,13 +66,13 @@ public final class UserSession: Sendable {
     ///   - user: The current user; the operating-system account running the process by
     ///     default.
     ///   - notificationCenter: Where to post ``Foundation/NSNotification/Name/mirrorAccountChanged``.
-    public init(user: UserRecord = .processOwner(), notificationCenter: NotificationCenter = .default) {
+    public init(user: MirrorUser = .processOwner(), notificationCenter: NotificationCenter = .default) {
         state = Mutex(user)
         self.notificationCenter = notificationCenter
     }
 
     /// The current user.
-    public var user: UserRecord { state.withLock { $0 } }
+    public var user: MirrorUser { state.withLock { $0 } }
 
     /// Makes `user` the current user.
     ///
@@ -85,7 +85,7 @@ public final class UserSession: Sendable {
     /// - Parameter user: The new current user.
     /// - Returns: The change, or `nil` when `user` already was the current user.
     @discardableResult
-    public func switchUser(to user: UserRecord) -> Change? {
+    public func switchUser(to user: MirrorUser) -> Change? {
         switching.withLock { _ in
             let change: Change? = state.withLock { current in
                 guard current != user else { return nil }

@@ -7,7 +7,7 @@ import Foundation
 /// Fields are a JSON object encoded with sorted keys and `JSONEncoder`'s default
 /// strategies (dates as seconds since 2001, data as Base64), so that they decode back to
 /// equal values.
-package enum RecordCoder {
+package enum StoredFieldsFormat {
     /// A new encoder for record fields.
     package static func makeEncoder() -> JSONEncoder {
         let encoder = JSONEncoder()

@@ -9,27 +9,27 @@ import MirrorTesting
 import Synchronization
 import Testing
 
-/// ``UserRecord``, ``UserSession`` and account verification.
-@Suite struct UserRecordTests {
+/// ``MirrorUser``, ``UserSession`` and account verification.
+@Suite struct MirrorUserTests {
     @Test func validNamesAreAccepted() throws {
         for name in ["alice", "Bob Smith", "ünïcødé", "user@example.com", String(repeating: "u", count: 255)] {
-            #expect(try UserRecord(name: name).name == name)
+            #expect(try MirrorUser(name: name).name == name)
         }
     }
 
     @Test func invalidNamesAreRefused() {
         for name in ["", ".", "..", "a/b", "../root", "nul\0byte", String(repeating: "u", count: 256)] {
-            let error = #expect(throws: MirrorError.self) { try UserRecord(name: name) }
+            let error = #expect(throws: MirrorError.self) { try MirrorUser(name: name) }
             #expect(error?.kind == .invalidName)
             #expect(error?.message.contains("user name") == true)
         }
     }
 
     @Test func theProcessOwnerIsTheOperatingSystemAccount() throws {
-        let owner = UserRecord.processOwner()
-        #expect(try UserRecord(name: owner.name) == owner)
+        let owner = MirrorUser.processOwner()
+        #expect(try MirrorUser(name: owner.name) == owner)
         let systemName = NSUserName()
-        if (try? UserRecord(name: systemName)) != nil {
+        if (try? MirrorUser(name: systemName)) != nil {
             #expect(owner.name == systemName)
         } else {
             #expect(owner.name.hasPrefix("uid-"))
@@ -38,25 +38,25 @@ import Testing
     }
 
     @Test func codesAsItsName() throws {
-        let alice = try UserRecord(name: "alice")
+        let alice = try MirrorUser(name: "alice")
         let data = try JSONEncoder().encode([alice])
         #expect(String(decoding: data, as: UTF8.self) == #"["alice"]"#)
-        #expect(try JSONDecoder().decode([UserRecord].self, from: data) == [alice])
+        #expect(try JSONDecoder().decode([MirrorUser].self, from: data) == [alice])
         #expect(throws: DecodingError.self) {
-            try JSONDecoder().decode([UserRecord].self, from: Data(#"["../x"]"#.utf8))
+            try JSONDecoder().decode([MirrorUser].self, from: Data(#"["../x"]"#.utf8))
         }
     }
 
     // MARK: Verifying the private scope
 
     @Test func privateScopeOfAWorkingDatabaseIsAvailable() async throws {
-        let status = try await UserRecord(name: "alice").verifyAccountAuthentication(in: InMemoryDatabase())
+        let status = try await MirrorUser(name: "alice").verifyAccountAuthentication(in: InMemoryDatabase())
         #expect(status.isAvailable)
     }
 
     @Test func unreachablePrivateScopeGivesAClearStatus() async throws {
         let database = UnreachableDatabase()
-        let status = try await UserRecord(name: "alice").verifyAccountAuthentication(in: database)
+        let status = try await MirrorUser(name: "alice").verifyAccountAuthentication(in: database)
         guard case .unavailable(let error) = status else {
             Issue.record("expected unavailable, got \(status)")
             return
@@ -67,14 +67,14 @@ import Testing
         #expect(error.message.contains("permission denied"))
         #expect(error.file == "/db/private/alice")
         #expect((error.underlying as? MirrorError)?.kind == .permissionDenied)
-        #expect(database.probedZones.withLock { $0 } == [.private(UserRecord.probeRecordType, user: "alice")])
+        #expect(database.probedZones.withLock { $0 } == [.private(MirrorUser.probeRecordType, user: "alice")])
     }
 
     @Test func databasesThatVerifyThemselvesAreAsked() async throws {
         let database = VerifyingDatabase()
-        let alice = try UserRecord(name: "alice")
+        let alice = try MirrorUser(name: "alice")
         #expect(await alice.verifyAccountAuthentication(in: database).isAvailable)
-        let bob = try UserRecord(name: "bob")
+        let bob = try MirrorUser(name: "bob")
         let status = await bob.verifyAccountAuthentication(in: database)
         #expect(!status.isAvailable)
         #expect(database.verified.withLock { $0 } == [alice, bob])
@@ -86,7 +86,7 @@ import Testing
         let directory = try TemporaryDirectory("account-available")
         defer { directory.remove() }
         let database = try JSONFileDatabase(isolatedDirectory: directory.url)
-        let alice = try UserRecord(name: "alice")
+        let alice = try MirrorUser(name: "alice")
         let path = database.directory.appendingPathComponent("private/alice").path
         #expect(await alice.verifyAccountAuthentication(in: database).isAvailable)
         var info = stat()
@@ -109,12 +109,12 @@ import Testing
         let directory = try TemporaryDirectory("account-unavailable")
         defer { directory.remove() }
         let database = try JSONFileDatabase(isolatedDirectory: directory.url)
-        #expect(try await UserRecord(name: "setup").verifyAccountAuthentication(in: database).isAvailable)
+        #expect(try await MirrorUser(name: "setup").verifyAccountAuthentication(in: database).isAvailable)
         let privateDirectory = database.directory.appendingPathComponent("private")
 
         /// The status for `name`, which must be unavailable; returns its error.
         func unavailable(_ name: String) async throws -> MirrorError {
-            let status = try await UserRecord(name: name).verifyAccountAuthentication(in: database)
+            let status = try await MirrorUser(name: name).verifyAccountAuthentication(in: database)
             guard case .unavailable(let error) = status else {
                 Issue.record("\(name)'s private scope should be unavailable")
                 throw MirrorError(.accountUnavailable, "available")
@@ -169,8 +169,8 @@ import Testing
 
     @Test func switchingPostsExactlyOneNotification() throws {
         let observer = AccountObserver()
-        let alice = try UserRecord(name: "alice")
-        let bob = try UserRecord(name: "bob")
+        let alice = try MirrorUser(name: "alice")
+        let bob = try MirrorUser(name: "bob")
         let session = UserSession(user: alice, notificationCenter: observer.center)
         #expect(session.user == alice)
 
@@ -189,8 +189,8 @@ import Testing
     }
 
     @Test func changesAreAlsoAnAsyncSequence() async throws {
-        let alice = try UserRecord(name: "alice")
-        let bob = try UserRecord(name: "bob")
+        let alice = try MirrorUser(name: "alice")
+        let bob = try MirrorUser(name: "bob")
         let session = UserSession(user: alice, notificationCenter: NotificationCenter())
         var iterator = session.changes().makeAsyncIterator()
         session.switchUser(to: bob)
@@ -204,7 +204,7 @@ import Testing
     /// the announcements chain from the first user to the final one.
     @Test func concurrentSwitchesAreAnnouncedInOrder() async throws {
         let observer = AccountObserver()
-        let users = try (0..<8).map { try UserRecord(name: "user-\($0)") }
+        let users = try (0..<8).map { try MirrorUser(name: "user-\($0)") }
         let session = UserSession(user: users[0], notificationCenter: observer.center)
         let made = await withTaskGroup(of: Int.self) { group in
             for round in 0..<200 {
@@ -252,7 +252,7 @@ private final class UnreachableDatabase: RecordDatabase, Sendable {
     }
     func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
+    ) throws -> MirrorCancellable {
         try inner.subscribe(to: zone, handler: handler)
     }
 }
@@ -260,11 +260,11 @@ private final class UnreachableDatabase: RecordDatabase, Sendable {
 /// A database that checks accounts itself: only alice may use the private scope.
 private final class VerifyingDatabase: AccountVerifiable, Sendable {
     let inner = InMemoryDatabase()
-    let verified = Mutex<[UserRecord]>([])
+    let verified = Mutex<[MirrorUser]>([])
     var identifier: String { inner.identifier }
     var writerID: String { inner.writerID }
 
-    func verifyPrivateScope(of user: UserRecord) async throws {
+    func verifyPrivateScope(of user: MirrorUser) async throws {
         verified.withLock { $0.append(user) }
         guard user.name == "alice" else {
             throw MirrorError(.permissionDenied, "not alice's database", scope: .private)
@@ -287,7 +287,7 @@ private final class VerifyingDatabase: AccountVerifiable, Sendable {
     }
     func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
-    ) throws -> DatabaseSubscription {
+    ) throws -> MirrorCancellable {
         try inner.subscribe(to: zone, handler: handler)
     }
 }

@@ -7,7 +7,7 @@ import MagicMirror
 /// The bytes are exactly what a `Mirror` stores for a new record, and stored records are
 /// read as a `Mirror` reads them (migrated from older schema versions): both use
 /// MagicMirror's `SchemaCoder`.
-enum RecordCoding {
+enum TypedRecords {
     /// The fields of `record`.
     static func encode<Record: Recordable>(_ record: Record, scope: Scope) throws(MirrorError) -> Data {
         do {
@@ -40,21 +40,8 @@ enum RecordCoding {
 
     /// The zone of a record type in a scope, for the typed methods' `scope` and `user`.
     static func zone<Record: Recordable>(
-        of type: Record.Type, scope: Scope, user: String?
+        of type: Record.Type, scope: Scope, user: MirrorUser?
     ) throws(MirrorError) -> ZoneID {
-        switch (scope, user) {
-        case (.public, nil):
-            return .public(Record.recordType)
-        case (.private, let user?):
-            return .private(Record.recordType, user: user)
-        case (.public, let user?):
-            throw MirrorError(
-                .invalidName, "a public zone has no user, but user \(String(reflecting: user)) was given",
-                recordType: Record.recordType, scope: scope)
-        case (.private, nil):
-            throw MirrorError(
-                .invalidName, "a private zone needs a user name: pass user:",
-                recordType: Record.recordType, scope: scope)
-        }
+        try ZoneID(Record.recordType, scope: scope, user: user?.name)
     }
 }

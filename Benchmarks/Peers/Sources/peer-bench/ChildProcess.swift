@@ -1,0 +1,1 @@
+../../../MirrorBench/ChildProcess.swift
