@@ -154,8 +154,9 @@ public final class Mirror<Record: Recordable>: Sendable {
     ///   - conflictPolicy: How to settle conflicts; ``ConflictPolicy/changedKeys`` by default.
     ///   - configuration: Retry, batching and user-session settings.
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid record type, or a `user`
-    ///   given with the public scope, which has no owner; and whatever the database throws
-    ///   while loading.
+    ///   given with the public scope, which has no owner; ``MirrorError/Kind/unsupported``
+    ///   for a ``MirrorConfiguration/cipher`` outside a private mirror of a named `user`; and
+    ///   whatever the database throws while loading.
     public init(
         database: any RecordDatabase,
         scope: Scope = .public,
