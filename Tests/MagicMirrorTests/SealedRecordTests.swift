@@ -108,7 +108,8 @@ import Testing
 
         // A record of the same id made with the wrong key waits and overwrites nothing.
         wrong.dataModel.append(Note(id: id, title: "overwritten?"))
-        await #expect(throws: MirrorError.self) { try await wrong.flush() }
+        let held = await #expect(throws: MirrorError.self) { try await wrong.flush() }
+        #expect(held?.message.contains("cannot be opened") == true, "\(String(describing: held))")
         #expect(wrong.pendingChanges.map(\.recordID) == [id])
         #expect(try await Self.stored(id, in: opened.database) == before)
 

@@ -28,6 +28,20 @@ extension SchemaCoder {
         }
     }
 
+    /// The stored fields a save replaces, opened.
+    ///
+    /// - Throws: A ``StoredRecordProblem`` that says nothing is overwritten, when they are
+    ///   sealed and cannot be opened: the fields the type does not know could not be kept.
+    func openedBase(_ fields: Data) throws -> Data {
+        do {
+            return try opened(fields)
+        } catch var problem as StoredRecordProblem {
+            problem.reason = "the stored record it would replace cannot be opened (\(problem.reason)), so nothing "
+                + "is overwritten"
+            throw problem
+        }
+    }
+
     /// Open fields in the form to store them: sealed when the mirror has a cipher.
     ///
     /// - Throws: What the cipher throws.

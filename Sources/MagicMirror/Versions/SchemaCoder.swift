@@ -138,7 +138,7 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     ///
     /// - Throws: The encoder's error when `value` cannot be encoded.
     package func fields(for value: Record, over stored: Data?) throws -> Data {
-        fields(try encoder.encode(value), over: try stored.map(opened))
+        fields(try encoder.encode(value), over: try stored.map(openedBase))
     }
 
     /// `written` (fields the type encoded, or a merge of them) completed with the fields of
