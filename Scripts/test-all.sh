@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Every test of the project, in one command: the root package's tests, then the PostgreSQL
-# adapter's tests against a throwaway server that Adapters/PostgreSQL/Scripts/with-postgres.sh
-# starts (installing PostgreSQL first if it is missing) and removes afterwards.
+# Every test of the project, in one command: the root package's tests, the AES-GCM cipher's
+# (Adapters/Encryption), then the PostgreSQL adapter's tests against a throwaway server that
+# Adapters/PostgreSQL/Scripts/with-postgres.sh starts (installing PostgreSQL first if it is
+# missing) and removes afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each JSON-file database a process watches natively holds one inotify instance, and the
@@ -20,4 +21,6 @@ if [ -r "$limit" ] && [ "$(cat "$limit")" -lt 1024 ]; then
     fi
 fi
 swift test "$@"
+# The AES-GCM cipher's package (swift-crypto): its own tests, then PostgreSQL's.
+swift test --package-path Adapters/Encryption "$@"
 Adapters/PostgreSQL/Scripts/with-postgres.sh swift test --package-path Adapters/PostgreSQL "$@"

@@ -6,8 +6,9 @@ import Foundation
 extension Mirror {
     typealias Resolution = SyncEngine<Record>.Resolution
 
-    /// Decides what to do with a local change whose commit conflicted.
-    func resolve(
+    /// Decides what to do with a local change whose commit conflicted, on open fields (see
+    /// Mirror+Sealing.swift: `resolve` opens a sealed conflict, calls this and seals the result).
+    func resolveOpened(
         _ conflict: SyncEngine<Record>.Conflict, policy: ConflictPolicy<Record>, writerID: String, in zone: ZoneID
     ) -> Resolution {
         let entry = conflict.entry

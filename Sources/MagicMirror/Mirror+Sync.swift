@@ -100,7 +100,7 @@ extension Mirror {
                     fields = resolved
                 } else {
                     do {
-                        fields = try schema.fields(for: value, over: entry.base?.fields)
+                        fields = try schema.sealed(schema.fields(for: value, over: entry.base?.fields))
                     } catch {
                         unencodable.append((entry, encodingError(entry.recordID, error, in: batch.zone)))
                         continue

@@ -172,7 +172,7 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// Wakes the pulling task: new tokens of the zone.
     let pullWakeup = Wakeup()
     /// Decodes stored records of any schema version and encodes records to store.
-    let schema = SchemaCoder<Record>()
+    let schema: SchemaCoder<Record>
     /// The user session a private mirror follows, and what following it takes.
     let account: MirrorAccountLink<Record>
 
@@ -196,8 +196,9 @@ public final class Mirror<Record: Recordable>: Sendable {
     ///   - conflictPolicy: How to settle conflicts; ``ConflictPolicy/changedKeys`` by default.
     ///   - configuration: Retry, batching and user-session settings.
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid record type, or a `user`
-    ///   given with the public scope, which has no owner; and whatever the database throws
-    ///   while loading.
+    ///   given with the public scope, which has no owner; ``MirrorError/Kind/unsupported``
+    ///   for a ``MirrorConfiguration/cipher`` outside a private mirror of a named `user`; and
+    ///   whatever the database throws while loading.
     public init(
         database: any RecordDatabase,
         scope: Scope = .public,
@@ -207,6 +208,7 @@ public final class Mirror<Record: Recordable>: Sendable {
     ) async throws {
         let owner = scope == .private ? user ?? configuration.userSession.user : user
         let zone = try ZoneID(Record.recordType, scope: scope, user: owner?.name)
+        self.schema = try Self.schemaCoder(scope: scope, user: user, configuration: configuration)
         self.database = database
         self.account = MirrorAccountLink(
             following: scope == .private && user == nil ? configuration.userSession : nil)
@@ -236,6 +238,7 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// as `.mirrorError` notifications and make its predecessor's ``flush()`` throw.
     init(finishing engine: SyncEngine<Record>, of predecessor: Mirror<Record>) {
         self.database = predecessor.database
+        self.schema = predecessor.schema
         self.account = MirrorAccountLink(following: nil)
         self.core = MirrorLock(engine)
         // Joining the old zone's shared subscription tells its other mirrors in this

@@ -19,6 +19,12 @@ public struct MirrorConfiguration: Sendable {
     /// The session whose current user a private mirror opened without a `user:` holds and
     /// follows across user switches. Default: ``UserSession/shared``.
     public var userSession: UserSession
+    /// Seals the records of a private mirror so that only the holder of its keys can read
+    /// them; `nil` (the default) stores them open. See <doc:EncryptingPrivateRecords>.
+    ///
+    /// A mirror refuses a cipher (``MirrorError/Kind/unsupported``) in the public scope, and
+    /// in a private mirror that follows a ``UserSession`` rather than one named `user:`.
+    public var cipher: (any RecordCipher)?
 
     /// Creates a configuration.
     ///
@@ -28,16 +34,19 @@ public struct MirrorConfiguration: Sendable {
     ///   - maximumBatchSize: The most changes per commit; 500 by default.
     ///   - userSession: The session a private mirror follows; ``UserSession/shared`` by
     ///     default.
+    ///   - cipher: Seals a private mirror's records; `nil` (stored open) by default.
     public init(
         retryDelay: Duration = .milliseconds(100),
         maximumRetryDelay: Duration = .seconds(30),
         maximumBatchSize: Int = 500,
-        userSession: UserSession = .shared
+        userSession: UserSession = .shared,
+        cipher: (any RecordCipher)? = nil
     ) {
         self.retryDelay = retryDelay
         self.maximumRetryDelay = max(maximumRetryDelay, retryDelay)
         self.maximumBatchSize = max(1, maximumBatchSize)
         self.userSession = userSession
+        self.cipher = cipher
     }
 
     /// Doublings past this many failures in a row change nothing (the delay reached its

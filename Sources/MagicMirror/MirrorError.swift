@@ -63,7 +63,7 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
         public static let invalidRecord = Kind(.invalidRecord)
         /// A change was based on a version of a record that is no longer current, and could not
         /// be settled. A commit reports its conflicts as results
-        /// (``RecordOperation/Result``), not as this error, and a mirror settles them with its
+        /// (``CommitOutcome/Result``), not as this error, and a mirror settles them with its
         /// ``ConflictPolicy``; a ``ReplicatedDatabase`` reports this kind for a pushed change
         /// that conflicts while no mirror of its record type is open to settle it.
         public static let conflict = Kind(.conflict)

@@ -79,8 +79,9 @@ enum VersionsCommand {
         var rest: String?
     }
 
-    /// Applies the commands every version shares; `special` the others.
-    private static func serve<Record: Recordable & Titled>(
+    /// Applies the commands every version shares; `special` the others. (`mirror-worker
+    /// sealed` serves its mirror with it too.)
+    static func serve<Record: Recordable & Titled>(
         _ mirror: Mirror<Record>, _ database: JSONFileDatabase,
         special: (Mirror<Record>, Command) throws -> Bool
     ) async throws {

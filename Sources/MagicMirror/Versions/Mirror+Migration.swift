@@ -22,6 +22,11 @@ extension Mirror {
     ///   midway leaves every record either old or migrated, and calling this again finishes
     ///   the job.
     ///
+    /// A mirror with a cipher (``MirrorConfiguration/cipher``) also stores again every record
+    /// that is not sealed, or sealed with another key than the cipher's
+    /// ``RecordCipher/sealingKeyID``: after a key rotation, this seals every record with the
+    /// new key.
+    ///
     /// The rewrite carries the clock reading of the change it migrates, plus one tick: in
     /// every conflict policy, an edit made after reading the record is later than its
     /// migration.
@@ -36,12 +41,12 @@ extension Mirror {
     ///   committed before the failure stay migrated.
     @discardableResult
     public func migrateStoredRecords() async throws -> Int {
-        guard schema.currentVersion > 1 else { return 0 }
+        guard schema.currentVersion > 1 || schema.sealer != nil else { return 0 }
         let zone = self.zone
         let set = try await database.fetchAll(in: zone)
         let older = set.records.filter { record in
             guard let fields = record.fields else { return false }
-            return schema.storedVersion(of: fields) < schema.currentVersion
+            return schema.storedVersion(of: fields) < schema.currentVersion || schema.needsSealing(fields)
         }
         let batchSize = max(core.withLock { $0.configuration.maximumBatchSize }, 1)
         var rewritten = 0
@@ -68,7 +73,7 @@ extension Mirror {
         var unchecked: [StoredRecord] = []
         migrated.reserveCapacity(records.count)
         for record in records {
-            guard let fields = record.fields, let current = try? schema.migrate(fields) else { continue }
+            guard let fields = record.fields, let current = try? schema.sealed(schema.migrate(fields)) else { continue }
             var copy = record
             copy.fields = current
             if shown.contains(record.id) { migrated.append(copy) } else { unchecked.append(copy) }

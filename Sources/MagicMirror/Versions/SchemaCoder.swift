@@ -23,11 +23,14 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     let migrations: [RecordMigration]
     let encoder: JSONEncoder
     let decoder: JSONDecoder
+    /// Seals and opens stored fields; `nil` when they are stored open (see SchemaCoder+Sealing).
+    let sealer: FieldSealer?
 
-    package init() {
+    package init(cipher: (any RecordCipher)? = nil) {
         migrations = Record.migrations
         encoder = StoredFieldsFormat.makeEncoder()
         decoder = StoredFieldsFormat.makeDecoder()
+        sealer = cipher.map(FieldSealer.init)
     }
 
     /// The type's schema version: its number of migrations plus one.
@@ -52,7 +55,8 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     package func decodeInOrder(_ records: some Collection<StoredRecord>) -> [Result<Record, any Error>?] {
         var migrationFailures: [Int: any Error] = [:]
         var prepared: [StoredRecord] = []
-        if !migrations.isEmpty {
+        let prepares = !migrations.isEmpty || sealer != nil
+        if prepares {
             prepared.reserveCapacity(records.count)
             for (index, record) in records.enumerated() {
                 var migrated = record
@@ -67,14 +71,15 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
                 prepared.append(migrated)
             }
         }
-        let results = migrations.isEmpty
+        let results = !prepares
             ? BatchJSONCoding.decodeInOrder(records, as: Record.self, with: decoder)
             : BatchJSONCoding.decodeInOrder(prepared, as: Record.self, with: decoder)
         return zip(records, results).enumerated().map { index, pair in
             if let failure = migrationFailures[index] { return .failure(failure) }
             let (record, result) = pair
-            return result?.mapError { error in
-                self.problem(error, storedVersion: record.fields.map(self.storedVersion(of:)) ?? 1)
+            return result?.mapError { error -> any Error in
+                if let sealed = record.fields.flatMap(self.sealedProblem) { return sealed }
+                return self.problem(error, storedVersion: record.fields.map(self.storedVersion(of:)) ?? 1)
             }
         }
     }
@@ -89,11 +94,12 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
         return results
     }
 
-    /// The stored fields in the type's schema version: migrated when older, as they are
-    /// otherwise (the same bytes).
+    /// The stored fields, opened when sealed, in the type's schema version: migrated when
+    /// older, as they are otherwise (the same bytes).
     ///
-    /// - Throws: A ``StoredRecordProblem`` when a migration throws.
+    /// - Throws: A ``StoredRecordProblem`` when they cannot be opened or a migration throws.
     package func migrate(_ fields: Data) throws -> Data {
+        let fields = try opened(fields)
         guard !migrations.isEmpty else { return fields }
         let version = storedVersion(of: fields)
         guard version < currentVersion else { return fields }
@@ -132,7 +138,7 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     ///
     /// - Throws: The encoder's error when `value` cannot be encoded.
     package func fields(for value: Record, over stored: Data?) throws -> Data {
-        fields(try encoder.encode(value), over: stored)
+        fields(try encoder.encode(value), over: try stored.map(openedBase))
     }
 
     /// `written` (fields the type encoded, or a merge of them) completed with the fields of
