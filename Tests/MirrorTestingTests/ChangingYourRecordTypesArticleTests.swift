@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The article "Changing your record types" and the "Add a field later" block of "Getting
-/// Started" show code that Tests/MagicMirrorTests/ChangingYourRecordTypesArticleTests.swift
+/// Started" show code that Tests/MagicMirrorTests/Articles/ChangingYourRecordTypesArticleTests.swift
 /// compiles and runs: this suite keeps them identical (with the extraction of
 /// ``DocumentationArticleTests``).
 @Suite struct ChangingYourRecordTypesArticleBlocksTests {
@@ -10,7 +10,7 @@ import Testing
         .deletingLastPathComponent()    // MirrorTestingTests
         .deletingLastPathComponent()    // Tests
         .deletingLastPathComponent()
-    private static let testPath = "Tests/MagicMirrorTests/ChangingYourRecordTypesArticleTests.swift"
+    private static let testPath = "Tests/MagicMirrorTests/Articles/ChangingYourRecordTypesArticleTests.swift"
 
     private func read(_ path: String) throws -> String {
         try String(contentsOf: Self.packageRoot.appendingPathComponent(path), encoding: .utf8)

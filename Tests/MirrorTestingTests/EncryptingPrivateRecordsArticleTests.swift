@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The article "Encrypting private records" shows code that
-/// Tests/MagicMirrorTests/EncryptingPrivateRecordsArticleTests.swift and, for the blocks that
+/// Tests/MagicMirrorTests/Articles/EncryptingPrivateRecordsArticleTests.swift and, for the blocks that
 /// use AES-GCM, Adapters/Encryption/Tests/MagicMirrorEncryptionTests/ArticleTests.swift
 /// compile and run: this suite keeps them identical.
 @Suite struct EncryptingPrivateRecordsArticleTests {
@@ -18,7 +18,7 @@ import Testing
     @Test func everySwiftBlockOfTheArticleIsInACompiledTest() throws {
         let articlePath = "Sources/MagicMirror/Documentation.docc/EncryptingPrivateRecords.md"
         let testPaths = [
-            "Tests/MagicMirrorTests/EncryptingPrivateRecordsArticleTests.swift",
+            "Tests/MagicMirrorTests/Articles/EncryptingPrivateRecordsArticleTests.swift",
             "Adapters/Encryption/Tests/MagicMirrorEncryptionTests/ArticleTests.swift",
         ]
         let article = try read(articlePath)

@@ -1,11 +1,11 @@
 import Testing
 
-/// The article "Live queries" shows code that Tests/MagicMirrorTests/LiveViewArticleTests.swift
+/// The article "Live queries" shows code that Tests/MagicMirrorTests/Articles/LiveViewArticleTests.swift
 /// compiles and runs: this suite keeps the two identical.
 @Suite struct LiveQueriesArticleTests {
     @Test func everySwiftBlockOfTheArticleIsInTheCompiledTest() throws {
         try DocumentationArticleTests.expectArticle(
             "Sources/MagicMirror/Documentation.docc/LiveQueries.md", title: "Live queries", blockCount: 5,
-            compiledIn: "Tests/MagicMirrorTests/LiveViewArticleTests.swift")
+            compiledIn: "Tests/MagicMirrorTests/Articles/LiveViewArticleTests.swift")
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The article "Working offline" shows code that
-/// Tests/MagicMirrorTests/WorkingOfflineArticleTests.swift compiles and runs: this suite keeps
+/// Tests/MagicMirrorTests/Articles/WorkingOfflineArticleTests.swift compiles and runs: this suite keeps
 /// the two identical (with the extraction of ``DocumentationArticleTests``).
 @Suite struct WorkingOfflineArticleTests {
     private static let packageRoot = URL(fileURLWithPath: #filePath)
@@ -16,7 +16,7 @@ import Testing
 
     @Test func everySwiftBlockOfTheArticleIsInTheCompiledTest() throws {
         let articlePath = "Sources/MagicMirror/Documentation.docc/WorkingOffline.md"
-        let testPath = "Tests/MagicMirrorTests/WorkingOfflineArticleTests.swift"
+        let testPath = "Tests/MagicMirrorTests/Articles/WorkingOfflineArticleTests.swift"
         let article = try read(articlePath)
         let tests = try read(testPath)
         #expect(article.hasPrefix("# Working offline\n"))

@@ -342,7 +342,7 @@ public final class Mirror<Record: Recordable>: Sendable {
             for report in delivered.reports {
                 if let entry = report.entry {
                     let key = "\(database.identifier)|\(entry)"
-                    guard postedEntryFailures.withLock({ $0.insert(key).inserted }) else { continue }
+                    guard postedEntryFailures.withLock({ $0.insert(key) }) else { continue }
                 }
                 NotificationCenter.default.post(name: .mirrorError, object: report.error)
             }
@@ -354,4 +354,4 @@ public final class Mirror<Record: Recordable>: Sendable {
 }
 
 /// The bad stored entries whose failure was posted in this process (see `Mirror.deliver(_:)`).
-private let postedEntryFailures = Mutex<Set<String>>([])
+private let postedEntryFailures = Mutex(OncePerKey<String>())
