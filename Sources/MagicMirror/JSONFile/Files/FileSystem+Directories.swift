@@ -1,6 +1,10 @@
 import Foundation
 
 extension FileSystem {
+    /// How many times a directory removed or made by another process between the open
+    /// and the make is tried again before the last failure is reported.
+    static var directoryRaceAttempts: Int { 4 }
+
     /// Opens the directory `name` below `parent` without following a symbolic link,
     /// creating it with `mode` when it does not exist (also when another process creates
     /// it at the same moment).
@@ -11,7 +15,7 @@ extension FileSystem {
     ///   ``MirrorError/Kind/ioFailure`` for something else that is not a directory, or the
     ///   kind of the call that failed.
     func openOrMakeDirectory(at parent: Int32, _ name: String, path: String, mode: mode_t) throws(MirrorError) -> Int32 {
-        for _ in 0..<4 {
+        for _ in 0..<Self.directoryRaceAttempts {
             let failure: Failure
             do {
                 return try open(at: parent, name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)

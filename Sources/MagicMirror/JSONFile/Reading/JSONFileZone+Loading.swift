@@ -4,6 +4,9 @@ import Synchronization
 /// Loading a zone's files whole: the snapshot and the journal of its generation, read
 /// again when another writer compacted, with the differences told to subscribers.
 extension JSONFileZone {
+    /// How many times a load starts again when the snapshot was replaced (by a compaction
+    /// in another process) while it was being read, before it keeps what it read.
+    static var snapshotRaceAttempts: Int { 20 }
     /// Reads the snapshot and the whole journal again and replaces the state, telling
     /// subscribers about differences made by other writers.
     func reload(_ disk: inout Disk, underLock: Bool) throws(MirrorError) -> [RemoteNotification] {
@@ -45,7 +48,7 @@ extension JSONFileZone {
             }
             let again = JSONFileIO.info(at: disk.directoryFD, JSONFileFormat.snapshotFile)
             let same = again?.inode == snapshotInfo?.inode && again?.device == snapshotInfo?.device
-            if same || attempts >= 20 { break }
+            if same || attempts >= Self.snapshotRaceAttempts { break }
             if snapshotFD >= 0 { close(snapshotFD) }
             if journalFD >= 0 { close(journalFD) }
             journalFD = -1
