@@ -136,9 +136,16 @@ public final class JSONFileDatabase: RecordDatabase {
 
     /// Opens the database with its own engine, writer id and file system, as another
     /// process would: for tests of multi-writer behaviour and of injected failures.
-    package init(isolatedDirectory directory: URL, options: Options = Options(), fileSystem: FileSystem = .live) throws {
+    ///
+    /// - Parameter commitQueueObserver: Called with a zone and its number of waiting commits
+    ///   each time a commit starts waiting for the zone's flusher (tests of group commit).
+    package init(
+        isolatedDirectory directory: URL, options: Options = Options(), fileSystem: FileSystem = .live,
+        commitQueueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil
+    ) throws {
         let path = try JSONFileEngine.canonicalPath(of: directory)
-        self.engine = try JSONFileEngine(path: path, options: options, fileSystem: fileSystem)
+        self.engine = try JSONFileEngine(
+            path: path, options: options, fileSystem: fileSystem, queueObserver: commitQueueObserver)
         self.options = options
     }
 
@@ -201,12 +208,6 @@ public final class JSONFileDatabase: RecordDatabase {
     /// it has no subscribers (tests).
     package func watchMethod(of zone: ZoneID) -> DirectoryWatcher.Method? {
         engine.watcher.method(for: zone)
-    }
-
-    /// Calls `handler` with a zone and its number of waiting commits each time a commit
-    /// starts waiting for the zone's flusher (tests of group commit); `nil` stops.
-    package func observeCommitQueue(_ handler: (@Sendable (ZoneID, Int) -> Void)?) {
-        engine.context.queueObserver.withLock { $0 = handler }
     }
 
     /// Returns once no automatic compaction of `zone` is scheduled or running (tests).

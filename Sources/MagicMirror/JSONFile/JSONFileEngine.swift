@@ -54,7 +54,10 @@ final class JSONFileEngine: Sendable {
     }
 
     /// Opens an engine on a canonical path, reading (or creating) `database.json`.
-    init(path: String, options: JSONFileDatabase.Options, fileSystem: FileSystem) throws(MirrorError) {
+    init(
+        path: String, options: JSONFileDatabase.Options, fileSystem: FileSystem,
+        queueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil
+    ) throws(MirrorError) {
         let rootFD = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard rootFD >= 0 else { throw MirrorError.posix(errno, "open", file: path) }
         let identifier: String
@@ -76,7 +79,8 @@ final class JSONFileEngine: Sendable {
             fileSystem: fileSystem,
             subscribers: SubscriberList(onZoneActivity: { zone, _ in
                 watcher.zoneActivityChanged(zone)
-            }))
+            }),
+            queueObserver: queueObserver)
         watcher.attach(self)
     }
 

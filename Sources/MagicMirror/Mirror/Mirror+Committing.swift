@@ -84,6 +84,15 @@ extension Mirror {
     @discardableResult
     public func discardPendingChange(recordID: String) -> Bool {
         guard let taken = core.withLock({ $0.discardable(recordID) }) else { return false }
+        return discard(taken)
+    }
+
+    /// Drops a waiting change taken with ``SyncEngine/discardable(_:)`` and shows the record
+    /// as stored, unless it changed since.
+    ///
+    /// - Returns: Whether it was dropped.
+    @discardableResult
+    func discard(_ taken: SyncEngine<Record>.Conflict) -> Bool {
         let stored = keepStored(taken.current)
         registrar.willSet(self, keyPath: \.dataModel)
         let (dropped, effects) = core.withLock { engine in

@@ -123,9 +123,16 @@ extension Mirror {
         } catch {
             let blamed = (error as? MirrorError)?.recordIDs ?? []
             let failure = mirrorError(error, while: "committing", in: batch.zone).adding(recordIDs: sent.map(\.recordID))
-            withEngine(after: batch.zoneSwitches) { engine in
-                engine.commitFailed(sent, error: failure, blamed: blamed, now: .now)
+            guard failure.kind == .refused else {
+                withEngine(after: batch.zoneSwitches) { engine in
+                    engine.commitFailed(sent, error: failure, blamed: blamed, now: .now)
+                }
+                return
             }
+            guard let (owner, refused) = withEngine(after: batch.zoneSwitches, { engine in
+                engine.commitRefused(sent, error: failure, blamed: blamed, now: .now)
+            }) else { return }
+            for taken in refused { owner.discard(taken) }
             return
         }
         if outcome.isApplied {
