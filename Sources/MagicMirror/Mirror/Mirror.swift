@@ -62,8 +62,10 @@ import Synchronization
 /// A change that cannot be committed stays pending (``pendingChanges``) and is never dropped
 /// while the process runs. A transient failure (see ``MirrorError/Kind/isTransient``) is
 /// retried with exponential backoff (``MirrorConfiguration``); any other failure puts the
-/// change on hold until the record changes again or ``flush()`` is called. Every failure is
-/// reported once: as a `Notification` named `.mirrorError` whose `object` is the
+/// change on hold until the record changes again or ``flush()`` is called. A change the
+/// database refuses by a rule of its own (``MirrorError/Kind/refused``: a delete a
+/// relationship denies, an edit of a record shared read-only) is dropped instead: the record
+/// shows as stored again. Every failure is reported once: as a `Notification` named `.mirrorError` whose `object` is the
 /// ``MirrorError``, on ``errors()``, and as ``lastError``.
 ///
 /// ## Conflicts
@@ -78,10 +80,12 @@ import Synchronization
 ///
 /// Mirrors of one record type and scope on one database, in one process, share one
 /// subscription to the database and see each other's commits as soon as they are applied,
-/// each change exactly once. Other processes' commits arrive through the database's
-/// notifications (see ``MirrorNotificationRouting``); each is a hint to pull the changes
-/// since the mirror's token, so a notification that is lost, repeated or late leaves the
-/// array right.
+/// each change exactly once. Other processes' commits arrive through that subscription too:
+/// the database tells it of each new change token, and it wakes each mirror once to pull the
+/// changes since the mirror's own token, so a notification that is lost, repeated or late
+/// leaves the array right. The library's own sync does not go through `NotificationCenter`;
+/// the notifications posted there (and ``MirrorNotificationRouting``'s converter) are for
+/// your code, and for payloads your app receives from elsewhere.
 ///
 /// ## Users
 ///
