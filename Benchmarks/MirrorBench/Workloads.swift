@@ -265,7 +265,7 @@ enum Workloads {
             }
         }
         let perEdit = roundsPerEdit.mapValues { percentile($0.sorted(), 0.5) }
-        var results = scalePair("mutate-one", (sizes.scaleSmall, sizes.scaleLarge), n: edits, perOp: perEdit, limit: 3)
+        var results = scalePair("mutate-one", (sizes.scaleSmall, sizes.scaleLarge), n: edits, perOp: perEdit, limit: 1.5)
         let spread = mirrorSizes.map { size in
             let sorted = roundsPerEdit[size]!.sorted()
             return String(format: "%d records %.1f–%.1f µs", size, sorted.first! * 1e6, sorted.last! * 1e6)
