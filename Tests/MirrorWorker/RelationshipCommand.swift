@@ -6,14 +6,15 @@ import MirrorTestSupport
 /// JSON-file database.
 ///
 /// ```
-/// relationships --db DIR --action seed --author A --books N [--chapters C]
+/// relationships --db DIR --action seed --author A --books N [--chapters C] [--editor E]
 /// relationships --db DIR --action delete --author A [--crash-at OPERATION:CALL[:BYTES]]
 /// relationships --db DIR --action edit --book B --times N
 /// relationships --db DIR --action count --author A
 /// ```
 ///
 /// - `seed`: opens mirrors of every type (which registers their delete rules) and stores
-///   author A with N books `A-b<i>`, each with C chapters `A-b<i>-c<j>` (default 0).
+///   author A with N books `A-b<i>`, each with C chapters `A-b<i>-c<j>` (default 0); with
+///   `--editor`, also author E, the editor and only reviewer of every book.
 /// - `delete`: opens only a `Mirror<LinkAuthor>` (never the referring types) and removes
 ///   author A; prints `deleted` once `flush()` returned, or `refused <ids>` and, after the
 ///   mirror shows the author again, `shown <count>`.
@@ -33,14 +34,19 @@ enum RelationshipCommand {
             let author = try options.required("author")
             let books = try options.int("books", default: 1)
             let chapters = try options.int("chapters", default: 0)
+            let editor = options.string("editor")
             let authors = try await Mirror<LinkAuthor>(database: database)
             let bookMirror = try await Mirror<LinkBook>(database: database)
             let chapterMirror = try await Mirror<LinkChapter>(database: database)
             _ = try await Mirror<LinkAward>(database: database)
             authors.dataModel.append(LinkAuthor(id: author, name: author))
+            if let editor { authors.dataModel.append(LinkAuthor(id: editor, name: editor)) }
             let reference = Reference<LinkAuthor>(recordID: author)
+            let edited = editor.map { Reference<LinkAuthor>(recordID: $0) }
             bookMirror.dataModel.append(contentsOf: (0..<books).map {
-                LinkBook(id: "\(author)-b\($0)", title: "book \($0)", author: reference)
+                LinkBook(
+                    id: "\(author)-b\($0)", title: "book \($0)", author: reference, editor: edited,
+                    reviewers: edited.map { [$0] } ?? [])
             })
             chapterMirror.dataModel.append(contentsOf: (0..<books).flatMap { book in
                 (0..<chapters).map { LinkChapter(id: "\(author)-b\(book)-c\($0)", book: Reference(recordID: "\(author)-b\(book)")) }
@@ -77,6 +83,7 @@ enum RelationshipCommand {
             }
         case "count":
             let author = try options.required("author")
+            let editor = options.string("editor")
             let authors = try await Mirror<LinkAuthor>(database: database)
             let books = try await Mirror<LinkBook>(database: database)
             let chapters = try await Mirror<LinkChapter>(database: database)
@@ -84,6 +91,12 @@ enum RelationshipCommand {
             let ownChapters = chapters.dataModel.filter { $0.id.hasPrefix(author + "-") }
             emitLine("authors \(authors.dataModel.filter { $0.id == author }.count) books \(ownBooks.count) "
                 + "chapters \(ownChapters.count)")
+            if let editor {
+                for book in ownBooks.sorted(by: { $0.id < $1.id }) {
+                    let edited = book.editor?.recordID == editor || book.reviewers.contains { $0.recordID == editor }
+                    emitLine("book \(book.id) title \(book.title) edited-by-\(editor) \(edited)")
+                }
+            }
         default:
             throw WorkerUsageError(usage)
         }
