@@ -217,6 +217,7 @@ public final class Mirror<Record: Recordable>: Sendable {
     ) async throws {
         let owner = scope == .private ? user ?? configuration.userSession.user : user
         let zone = try ZoneID(Record.recordType, scope: scope, user: owner?.name)
+        try await Self.registerDeleteRules(in: database, zone: zone)
         self.schema = try Self.schemaCoder(scope: scope, user: user, configuration: configuration)
         self.database = database
         self.account = MirrorAccountLink(
