@@ -206,8 +206,10 @@ public final class Mirror<Record: Recordable>: Sendable {
     ///   - configuration: Retry, batching and user-session settings.
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid record type, or a `user`
     ///   given with the public scope, which has no owner; ``MirrorError/Kind/unsupported``
-    ///   for a ``MirrorConfiguration/cipher`` outside a private mirror of a named `user`; and
-    ///   whatever the database throws while loading.
+    ///   for a ``MirrorConfiguration/cipher`` outside a private mirror of a named `user`, or
+    ///   for a `Record` that declares ``Recordable/deleteRules`` on a database that is not a
+    ///   ``RelationshipDatabase``; and whatever the database throws while storing those rules
+    ///   or loading.
     public init(
         database: any RecordDatabase,
         scope: Scope = .public,
