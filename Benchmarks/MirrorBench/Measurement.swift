@@ -125,6 +125,8 @@ enum Output {
                 .joined(separator: "  "))
             if index == 0 { lines.append(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")) }
         }
+        let notes = results.compactMap { r in r.note.map { "- \(r.variant.map { "\(r.name) (\($0))" } ?? r.name): \($0)" } }
+        if !notes.isEmpty { lines += ["", "Notes:"] + notes }
         return lines.joined(separator: "\n")
     }
 

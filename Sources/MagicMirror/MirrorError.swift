@@ -47,6 +47,7 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
             case cancelled
             case timedOut
             case unsupported
+            case refused
         }
 
         package let code: Code
@@ -99,6 +100,15 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
         /// The database does not offer what was asked (for example assets, on a database
         /// that does not store them).
         public static let unsupported = Kind(.unsupported)
+        /// The database refused a change by a rule of its own, for every writer alike (for
+        /// example a delete that a relationship's delete rule denies, or an edit of a record
+        /// shared read-only). Nothing of the commit was stored.
+        ///
+        /// A mirror drops the refused changes, the records named in ``MirrorError/recordIDs``,
+        /// and shows them as stored again: the error is reported once and the `flush()` that
+        /// waited for them throws it. Changes of the same batch that were not refused are sent
+        /// again.
+        public static let refused = Kind(.refused)
 
         /// Whether retrying the same operation later may succeed.
         ///
@@ -111,7 +121,7 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
                  .accountUnavailable:
                 return true
             case .invalidName, .invalidRecord, .conflict, .corruptEntry, .decodingFailed,
-                 .encodingFailed, .unsupportedFormat, .notFound, .cancelled, .unsupported:
+                 .encodingFailed, .unsupportedFormat, .notFound, .cancelled, .unsupported, .refused:
                 return false
             }
         }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// What the zones of one engine share: the root directory, identity, file system seam,
 /// subscriptions and problem log.
@@ -13,13 +12,15 @@ final class JSONFileContext: Sendable {
     let fileSystem: FileSystem
     let subscribers: SubscriberList
     let problems: JSONFileProblems
-    /// Told the number of waiting commits of a zone whenever one starts waiting (tests).
-    let queueObserver = Mutex<(@Sendable (ZoneID, Int) -> Void)?>(nil)
+    /// Told the number of waiting commits of a zone whenever one starts waiting: set by
+    /// tests of group commit when they open the database, `nil` otherwise.
+    let queueObserver: (@Sendable (ZoneID, Int) -> Void)?
 
     init(
         rootPath: String, rootFD: Int32, identifier: String, writerID: String, fileSystem: FileSystem,
-        subscribers: SubscriberList
+        subscribers: SubscriberList, queueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil
     ) {
+        self.queueObserver = queueObserver
         self.rootPath = rootPath
         self.rootFD = rootFD
         self.identifier = identifier

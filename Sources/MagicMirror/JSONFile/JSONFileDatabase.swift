@@ -136,9 +136,16 @@ public final class JSONFileDatabase: RecordDatabase {
 
     /// Opens the database with its own engine, writer id and file system, as another
     /// process would: for tests of multi-writer behaviour and of injected failures.
-    package init(isolatedDirectory directory: URL, options: Options = Options(), fileSystem: FileSystem = .live) throws {
+    ///
+    /// - Parameter commitQueueObserver: Called with a zone and its number of waiting commits
+    ///   each time a commit starts waiting for the zone's flusher (tests of group commit).
+    package init(
+        isolatedDirectory directory: URL, options: Options = Options(), fileSystem: FileSystem = .live,
+        commitQueueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil
+    ) throws {
         let path = try JSONFileEngine.canonicalPath(of: directory)
-        self.engine = try JSONFileEngine(path: path, options: options, fileSystem: fileSystem)
+        self.engine = try JSONFileEngine(
+            path: path, options: options, fileSystem: fileSystem, queueObserver: commitQueueObserver)
         self.options = options
     }
 
@@ -203,12 +210,6 @@ public final class JSONFileDatabase: RecordDatabase {
         engine.watcher.method(for: zone)
     }
 
-    /// Calls `handler` with a zone and its number of waiting commits each time a commit
-    /// starts waiting for the zone's flusher (tests of group commit); `nil` stops.
-    package func observeCommitQueue(_ handler: (@Sendable (ZoneID, Int) -> Void)?) {
-        engine.context.queueObserver.withLock { $0 = handler }
-    }
-
     /// Returns once no automatic compaction of `zone` is scheduled or running (tests).
     package func waitForBackgroundWork(in zone: ZoneID) async throws {
         try await engine.zone(zone).waitForBackgroundWork()
@@ -226,7 +227,13 @@ public final class JSONFileDatabase: RecordDatabase {
         }
         // Records that refer to assets are committed only while their files exist.
         let outcome = try await committingAssetReferences(of: operations, in: zone) {
-            try await handle.commit(
+            // A delete that delete rules reach is committed with their changes, atomically.
+            if let linked = try await engine.linkedCommit(
+                operations, to: zone, durable: options.durability == .durable)
+            {
+                return linked
+            }
+            return try await handle.commit(
                 operations, durable: options.durability == .durable,
                 compactionThreshold: options.compactionThreshold)
         }

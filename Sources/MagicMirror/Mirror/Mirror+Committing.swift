@@ -84,12 +84,21 @@ extension Mirror {
     @discardableResult
     public func discardPendingChange(recordID: String) -> Bool {
         guard let taken = core.withLock({ $0.discardable(recordID) }) else { return false }
+        return discard(taken)
+    }
+
+    /// Drops a waiting change taken with ``SyncEngine/discardable(_:)`` and shows the record
+    /// as stored, unless it changed since.
+    ///
+    /// - Returns: Whether it was dropped.
+    @discardableResult
+    func discard(_ taken: SyncEngine<Record>.Conflict) -> Bool {
         let stored = keepStored(taken.current)
-        registrar.willSet(self, keyPath: \.dataModel)
+        registrar.willSet(self, keyPath: dataModelKey)
         let (dropped, effects) = core.withLock { engine in
             (engine.discard(taken, showing: stored), engine.drain(owner: self))
         }
-        registrar.didSet(self, keyPath: \.dataModel)
+        registrar.didSet(self, keyPath: dataModelKey)
         deliver(effects)
         if dropped {
             pullWakeup.signal()
@@ -106,7 +115,7 @@ extension Mirror {
     /// The most recent failure, or `nil` if nothing failed yet. A later success does not
     /// clear it; ``pendingChanges`` says what is still waiting.
     public var lastError: MirrorError? {
-        registrar.access(self, keyPath: \.lastError)
+        registrar.access(self, keyPath: lastErrorKey)
         return core.withLock { $0.delivery.lastError }
     }
 

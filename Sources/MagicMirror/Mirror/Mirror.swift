@@ -62,8 +62,10 @@ import Synchronization
 /// A change that cannot be committed stays pending (``pendingChanges``) and is never dropped
 /// while the process runs. A transient failure (see ``MirrorError/Kind/isTransient``) is
 /// retried with exponential backoff (``MirrorConfiguration``); any other failure puts the
-/// change on hold until the record changes again or ``flush()`` is called. Every failure is
-/// reported once: as a `Notification` named `.mirrorError` whose `object` is the
+/// change on hold until the record changes again or ``flush()`` is called. A change the
+/// database refuses by a rule of its own (``MirrorError/Kind/refused``: a delete a
+/// relationship denies, an edit of a record shared read-only) is dropped instead: the record
+/// shows as stored again. Every failure is reported once: as a `Notification` named `.mirrorError` whose `object` is the
 /// ``MirrorError``, on ``errors()``, and as ``lastError``.
 ///
 /// ## Conflicts
@@ -78,10 +80,12 @@ import Synchronization
 ///
 /// Mirrors of one record type and scope on one database, in one process, share one
 /// subscription to the database and see each other's commits as soon as they are applied,
-/// each change exactly once. Other processes' commits arrive through the database's
-/// notifications (see ``MirrorNotificationRouting``); each is a hint to pull the changes
-/// since the mirror's token, so a notification that is lost, repeated or late leaves the
-/// array right.
+/// each change exactly once. Other processes' commits arrive through that subscription too:
+/// the database tells it of each new change token, and it wakes each mirror once to pull the
+/// changes since the mirror's own token, so a notification that is lost, repeated or late
+/// leaves the array right. The library's own sync does not go through `NotificationCenter`;
+/// the notifications posted there (and ``MirrorNotificationRouting``'s converter) are for
+/// your code, and for payloads your app receives from elsewhere.
 ///
 /// ## Users
 ///
@@ -168,6 +172,11 @@ public final class Mirror<Record: Recordable>: Sendable {
 
     let core: MirrorLock<Record>
     let registrar = ObservationRegistrar()
+    /// `\.dataModel` and `\.lastError`, made once: a key path of a generic class is
+    /// instantiated at run time each time its literal is evaluated, which cost more than the
+    /// rest of an edit.
+    let dataModelKey: any KeyPath<Mirror<Record>, RecordArray<Record>> & Sendable = \Mirror<Record>.dataModel
+    let lastErrorKey: any KeyPath<Mirror<Record>, MirrorError?> & Sendable = \Mirror<Record>.lastError
     /// Wakes the committing task: local changes, flushes.
     let commitWakeup = Wakeup()
     /// Wakes the pulling task: new tokens of the zone.
@@ -218,6 +227,7 @@ public final class Mirror<Record: Recordable>: Sendable {
                 .unsupported, "the database \(type(of: database)) does not share records: it has no shared scope",
                 recordType: Record.recordType, scope: scope)
         }
+        try await Self.registerDeleteRules(in: database, zone: zone)
         self.schema = try Self.schemaCoder(scope: scope, user: user, configuration: configuration)
         self.database = database
         self.account = MirrorAccountLink(
@@ -307,20 +317,20 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// > the records you need first.
     public var dataModel: RecordArray<Record> {
         get {
-            registrar.access(self, keyPath: \.dataModel)
+            registrar.access(self, keyPath: dataModelKey)
             return core.withLock { $0.records.array }
         }
         set {
-            registrar.willSet(self, keyPath: \.dataModel)
+            registrar.willSet(self, keyPath: dataModelKey)
             let (changed, effects) = core.withLock { engine in
                 (engine.replaceAll(with: newValue), engine.drain(owner: self))
             }
-            registrar.didSet(self, keyPath: \.dataModel)
+            registrar.didSet(self, keyPath: dataModelKey)
             deliver(effects)
             if changed { commitWakeup.signal() }
         }
         _modify {
-            registrar.willSet(self, keyPath: \.dataModel)
+            registrar.willSet(self, keyPath: dataModelKey)
             core.lock()
             let edit = core.engine.records.beginEdit()
             // The records move out of the engine while the caller mutates them, so that
@@ -331,7 +341,7 @@ public final class Mirror<Record: Recordable>: Sendable {
                 let changed = core.engine.endEdit(edit, returning: edited)
                 let effects = core.engine.drain(owner: self)
                 core.unlock()
-                registrar.didSet(self, keyPath: \.dataModel)
+                registrar.didSet(self, keyPath: dataModelKey)
                 deliver(effects)
                 if changed { commitWakeup.signal() }
             }
@@ -347,8 +357,8 @@ public final class Mirror<Record: Recordable>: Sendable {
     func deliver(_ effects: SyncEngine<Record>.Effects) {
         let delivered = effects.delivered
         if !delivered.reports.isEmpty {
-            registrar.willSet(self, keyPath: \.lastError)
-            registrar.didSet(self, keyPath: \.lastError)
+            registrar.willSet(self, keyPath: lastErrorKey)
+            registrar.didSet(self, keyPath: lastErrorKey)
             for report in delivered.reports {
                 if let entry = report.entry {
                     let key = "\(database.identifier)|\(entry)"

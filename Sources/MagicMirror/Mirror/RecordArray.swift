@@ -38,29 +38,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     /// The records, in order.
     private var elements: [Record]
     /// Present in a mirror's array only; `nil` in arrays made by other code.
-    private var tracking: Tracking?
-
-    /// The id → position index of a mirror's array, and the log of the current mutation.
-    struct Tracking: Sendable {
-        /// Holds exactly the ids in the array (unless `hasDuplicates`). A position below
-        /// `validBelow` is exact; a position at or above it may be stale after an insertion
-        /// or removal in the middle, and is checked before it is used.
-        var positions: IDMap<Int>
-        var validBelow: Int
-        /// Set when an id was added while already present; lookups then fall back to scans
-        /// until the positions are rebuilt.
-        var hasDuplicates = false
-        /// The ids touched since ``beginLog(session:)``; `nil` when no mutation is logged.
-        var log: ChangeLog?
-    }
-
-    /// The ids one mutation touched, in the order it touched them.
-    struct ChangeLog: Sendable, Equatable {
-        let session: UInt64
-        var touched: [String] = []
-        var touchedSet = IDSet()
-        var sawDuplicate = false
-    }
+    private var tracking: RecordPositions?
 
     // MARK: Creating
 
@@ -116,28 +94,28 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
             }
             let oldID = elements[position].recordID
             let newID = newValue.recordID
-            noteTouched(oldID)
+            tracking!.noteTouched(oldID)
             if newID == oldID {
                 elements[position] = newValue
                 return
             }
-            noteTouched(newID)
-            unregister(oldID)
+            tracking!.noteTouched(newID)
+            tracking!.unregister(oldID)
             elements[position] = newValue
-            register(newID, at: position)
+            tracking!.register(newID, at: position)
         }
         _modify {
             if tracking == nil {
                 yield &elements[position]
             } else {
                 let oldID = elements[position].recordID
-                noteTouched(oldID)
+                tracking!.noteTouched(oldID)
                 defer {
                     let newID = elements[position].recordID
                     if newID != oldID {
-                        noteTouched(newID)
-                        unregister(oldID)
-                        register(newID, at: position)
+                        tracking!.noteTouched(newID)
+                        tracking!.unregister(oldID)
+                        tracking!.register(newID, at: position)
                     }
                 }
                 yield &elements[position]
@@ -156,9 +134,8 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     public mutating func swapAt(_ i: Int, _ j: Int) {
         guard i != j else { return }
         elements.swapAt(i, j)
-        guard tracking != nil, !tracking!.hasDuplicates else { return }
-        tracking!.positions[elements[i].recordID] = i
-        tracking!.positions[elements[j].recordID] = j
+        tracking?.moved(elements[i].recordID, to: i)
+        tracking?.moved(elements[j].recordID, to: j)
     }
 
     // MARK: RangeReplaceableCollection
@@ -178,23 +155,23 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         let added = Array(newElements)
         for index in subrange {
             let id = elements[index].recordID
-            noteTouched(id)
-            unregister(id)
+            tracking!.noteTouched(id)
+            tracking!.unregister(id)
         }
-        for record in added { noteTouched(record.recordID) }
+        for record in added { tracking!.noteTouched(record.recordID) }
         elements.replaceSubrange(subrange, with: added)
         if added.count != subrange.count, subrange.upperBound < oldCount {
-            shifted(from: subrange.lowerBound)
+            tracking!.shifted(from: subrange.lowerBound)
         }
         for (offset, record) in added.enumerated() {
-            register(record.recordID, at: subrange.lowerBound + offset)
+            tracking!.register(record.recordID, at: subrange.lowerBound + offset)
         }
     }
 
     /// Reserves room for `minimumCapacity` records.
     public mutating func reserveCapacity(_ minimumCapacity: Int) {
         elements.reserveCapacity(minimumCapacity)
-        tracking?.positions.reserveCapacity(minimumCapacity)
+        tracking?.reserveCapacity(minimumCapacity)
     }
 
     /// Adds a record at the end. Amortized constant time.
@@ -204,9 +181,9 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
             return
         }
         let id = record.recordID
-        noteTouched(id)
+        tracking!.noteTouched(id)
         elements.append(record)
-        register(id, at: elements.count - 1)
+        tracking!.register(id, at: elements.count - 1)
     }
 
     /// Adds records at the end.
@@ -225,10 +202,10 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
             return
         }
         let id = record.recordID
-        noteTouched(id)
+        tracking!.noteTouched(id)
         elements.insert(record, at: index)
-        if index < elements.count - 1 { shifted(from: index) }
-        register(id, at: index)
+        if index < elements.count - 1 { tracking!.shifted(from: index) }
+        tracking!.register(id, at: index)
     }
 
     /// Removes and returns the record at `index`, moving the records after it (as for
@@ -238,9 +215,9 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         let record = elements.remove(at: index)
         if tracking != nil {
             let id = record.recordID
-            noteTouched(id)
-            unregister(id)
-            if index < elements.count { shifted(from: index) }
+            tracking!.noteTouched(id)
+            tracking!.unregister(id)
+            if index < elements.count { tracking!.shifted(from: index) }
         }
         return record
     }
@@ -262,10 +239,8 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     /// Removes every record.
     public mutating func removeAll(keepingCapacity keepCapacity: Bool = false) {
         if tracking != nil {
-            for record in elements { noteTouched(record.recordID) }
-            tracking!.positions.removeAll(keepingCapacity: keepCapacity)
-            tracking!.validBelow = 0
-            tracking!.hasDuplicates = false
+            for record in elements { tracking!.noteTouched(record.recordID) }
+            tracking!.removeAll(keepingCapacity: keepCapacity)
         }
         elements.removeAll(keepingCapacity: keepCapacity)
     }
@@ -289,10 +264,10 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         elements = kept
         guard tracking != nil else { return }
         for id in removed {
-            noteTouched(id)
-            unregister(id)
+            tracking!.noteTouched(id)
+            tracking!.unregister(id)
         }
-        shifted(from: firstRemoved)
+        tracking!.shifted(from: firstRemoved)
     }
 
     // MARK: Finding records by id
@@ -301,10 +276,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     ///
     /// Constant time on a mirror's array; a linear scan on arrays made by other code.
     public func firstIndex(ofRecordID recordID: String) -> Int? {
-        if let tracking, !tracking.hasDuplicates {
-            guard let position = tracking.positions[recordID] else { return nil }
-            if position < elements.count, IDKey.same(elements[position].recordID, recordID) { return position }
-        }
+        if let tracking { return tracking.lookUp(recordID, in: elements) }
         return elements.firstIndex { IDKey.same($0.recordID, recordID) }
     }
 
@@ -361,32 +333,23 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
 
     /// Starts keeping an id index. Linear time.
     mutating func startTracking() {
-        tracking = Tracking(positions: [:], validBelow: 0)
-        rebuildPositions()
+        tracking = RecordPositions(indexing: elements)
     }
 
     /// Rebuilds the id index from scratch. Linear time.
     mutating func rebuildPositions() {
         guard tracking != nil else { return }
-        var positions = IDMap<Int>()
-        positions.reserveCapacity(elements.count)
-        var duplicates = false
-        for (index, record) in elements.enumerated() {
-            if positions.updateValue(index, forKey: record.recordID) != nil { duplicates = true }
-        }
-        tracking!.positions = positions
-        tracking!.validBelow = elements.count
-        tracking!.hasDuplicates = duplicates
+        tracking!.rebuild(indexing: elements)
     }
 
     /// Starts logging the ids that mutations touch.
     mutating func beginLog(session: UInt64) {
-        tracking?.log = ChangeLog(session: session)
+        tracking?.log = RecordPositions.ChangeLog(session: session)
     }
 
     /// Stops logging and returns the log of `session`; `nil` when the array no longer holds
     /// it (the array was replaced as a whole during the mutation).
-    mutating func endLog(session: UInt64) -> ChangeLog? {
+    mutating func endLog(session: UInt64) -> RecordPositions.ChangeLog? {
         guard tracking != nil, let log = tracking!.log else { return nil }
         tracking!.log = nil
         return log.session == session ? log : nil
@@ -395,48 +358,12 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     /// The position of the record with the given id; repairs stale index entries.
     mutating func position(of recordID: String) -> Int? {
         guard tracking != nil else { return elements.firstIndex { IDKey.same($0.recordID, recordID) } }
-        if tracking!.hasDuplicates { return elements.firstIndex { IDKey.same($0.recordID, recordID) } }
-        guard let position = tracking!.positions[recordID] else { return nil }
-        if position < elements.count, IDKey.same(elements[position].recordID, recordID) { return position }
-        for index in tracking!.validBelow..<elements.count {
-            tracking!.positions[elements[index].recordID] = index
-        }
-        tracking!.validBelow = elements.count
-        if let repaired = tracking!.positions[recordID], repaired < elements.count,
-           IDKey.same(elements[repaired].recordID, recordID) {
-            return repaired
-        }
-        return elements.firstIndex { IDKey.same($0.recordID, recordID) }
+        return tracking!.position(of: recordID, in: elements)
     }
 
     /// The record with the given id.
     mutating func record(withID recordID: String) -> Record? {
         position(of: recordID).map { elements[$0] }
-    }
-
-    private mutating func noteTouched(_ id: String) {
-        guard tracking?.log != nil else { return }
-        if tracking!.log!.touchedSet.insert(id).inserted {
-            tracking!.log!.touched.append(id)
-        }
-    }
-
-    private mutating func register(_ id: String, at position: Int) {
-        if tracking!.positions[id] != nil {
-            tracking!.hasDuplicates = true
-            tracking!.log?.sawDuplicate = true
-        } else {
-            tracking!.positions[id] = position
-        }
-    }
-
-    private mutating func unregister(_ id: String) {
-        guard !tracking!.hasDuplicates else { return }
-        tracking!.positions[id] = nil
-    }
-
-    private mutating func shifted(from position: Int) {
-        tracking!.validBelow = Swift.min(tracking!.validBelow, position)
     }
 }
 

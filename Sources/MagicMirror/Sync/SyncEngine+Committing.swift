@@ -81,6 +81,22 @@ extension SyncEngine {
         }
     }
 
+    /// Takes back a batch whose commit the database refused by a rule of its own
+    /// (``MirrorError/Kind/refused``): the error is reported like any permanent failure, and
+    /// the refused changes are returned, to be dropped with ``discard(_:showing:)``; the
+    /// batch's other changes wait to be sent again.
+    ///
+    /// - Parameter blamed: The records the database refused; when it names none, a batch of
+    ///   one change is that change, and a larger batch is sent again one change at a time.
+    mutating func commitRefused(
+        _ batch: [PendingEntry<Record>], error: MirrorError, blamed: [String], now: ContinuousClock.Instant
+    ) -> [Conflict] {
+        commitFailed(batch, error: error, blamed: blamed, now: now)
+        let sent = Set(batch.map(\.recordID))
+        let refused = blamed.isEmpty && batch.count == 1 ? sent : sent.intersection(blamed)
+        return refused.compactMap { discardable($0) }
+    }
+
     /// Applies a resolution, unless the record changed locally since the conflict was taken
     /// (the next commit then conflicts again and the newer change is resolved).
     mutating func apply(_ resolution: Resolution, to conflict: Conflict) {

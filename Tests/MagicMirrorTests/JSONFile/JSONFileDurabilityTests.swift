@@ -36,7 +36,14 @@ import Testing
         let directory = try TemporaryDirectory("group-commit")
         defer { directory.remove() }
         let faulty = FaultyFileSystem()
-        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
+        let (queued, queueContinuation) = AsyncStream.makeStream(of: Int.self)
+        let calls = MutexBox(0)
+        let counting = MutexBox(false)
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem) { _, _ in
+            guard counting.value else { return }
+            calls.update { $0 += 1 }
+            queueContinuation.yield(calls.value)
+        }
         try await db.commit([jsonSave("first", ["v": 1])], to: zone)
         let before = (faulty.count(.fsync), faulty.count(.write))
 
@@ -45,12 +52,7 @@ import Testing
         #expect(lockFD >= 0)
         defer { close(lockFD) }
         #expect(flock(lockFD, LOCK_EX) == 0)
-        let (queued, queueContinuation) = AsyncStream.makeStream(of: Int.self)
-        let calls = MutexBox(0)
-        db.observeCommitQueue { _, _ in
-            calls.update { $0 += 1 }
-            queueContinuation.yield(calls.value)
-        }
+        counting.update { $0 = true }
         let waiting = 19
         let commits = Task {
             try await withThrowingTaskGroup(of: CommitOutcome.self) { group in
@@ -64,7 +66,7 @@ import Testing
         _ = try await firstValue(of: queued, within: testTimeout) { $0 == waiting }
         #expect(flock(lockFD, LOCK_UN) == 0)
         let outcomes = try await commits.value
-        db.observeCommitQueue(nil)
+        counting.update { $0 = false }
 
         #expect(outcomes.count == waiting + 1)
         #expect(outcomes.allSatisfy { $0.isApplied })

@@ -128,15 +128,4 @@ import Testing
         #expect(mirror.dataModel.map(\.title) == ["in flight"])
         #expect(try await storedRecords(Chore.self, in: database).count == 1)
     }
-
-    /// The error `flush()` throws; fails the test when it does not throw.
-    private func flushFailure(of mirror: Mirror<Chore>) async throws -> MirrorError {
-        do {
-            try await mirror.flush()
-        } catch let error as MirrorError {
-            return error
-        }
-        Issue.record("flush() did not throw")
-        throw CancellationError()
-    }
 }

@@ -223,3 +223,14 @@ func expectMirrorError<Value>(
     }
     return nil
 }
+
+/// The error `mirror.flush()` throws; records an issue and throws when it does not throw.
+func flushFailure<Record: Recordable>(of mirror: Mirror<Record>) async throws -> MirrorError {
+    do {
+        try await mirror.flush()
+    } catch let error as MirrorError {
+        return error
+    }
+    Issue.record("flush() did not throw")
+    throw CancellationError()
+}

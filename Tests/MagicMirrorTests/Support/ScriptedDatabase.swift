@@ -24,8 +24,8 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
     private struct State {
         var failures: [(kind: MirrorError.Kind, recordIDs: [String])] = []
         var failEveryCommit: MirrorError.Kind?
-        /// Commits that name this record fail with this kind, naming no record.
-        var poison: (recordID: String, kind: MirrorError.Kind)?
+        /// Commits that name this record fail with this kind, naming the record or none.
+        var poison: (recordID: String, kind: MirrorError.Kind, namesIt: Bool)?
         var isHolding = false
         var held: [CheckedContinuation<Void, Never>] = []
         var isHoldingPulls = false
@@ -64,9 +64,10 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
         state.withLock { $0.failEveryCommit = kind }
     }
 
-    /// Makes every commit that names `recordID` throw a `kind` error that names no record.
-    func poison(_ recordID: String, with kind: MirrorError.Kind) {
-        state.withLock { $0.poison = (recordID, kind) }
+    /// Makes every commit that names `recordID` throw a `kind` error that names no record,
+    /// or only that record when `namingIt`.
+    func poison(_ recordID: String, with kind: MirrorError.Kind, namingIt: Bool = false) {
+        state.withLock { $0.poison = (recordID, kind, namingIt) }
     }
 
     /// Makes the next commit that names `recordID` store its changes, then throw an
@@ -152,7 +153,9 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
                 return MirrorError(kind, "scripted failure of every commit", recordIDs: ids)
             }
             if let poison = state.poison, ids.contains(poison.recordID) {
-                return MirrorError(poison.kind, "scripted failure of a commit naming \(poison.recordID)")
+                return MirrorError(
+                    poison.kind, "scripted failure of a commit naming \(poison.recordID)",
+                    recordIDs: poison.namesIt ? [poison.recordID] : [])
             }
             if !state.failures.isEmpty {
                 let next = state.failures.removeFirst()

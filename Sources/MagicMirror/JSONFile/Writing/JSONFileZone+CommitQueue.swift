@@ -68,7 +68,7 @@ extension JSONFileZone {
             queue.flushing = true
             return (true, queue.pending.count)
         }
-        if let observer = context.queueObserver.withLock({ $0 }) { observer(zone, waiting) }
+        if let observer = context.queueObserver { observer(zone, waiting) }
         if starts { DispatchQueue.global().async { self.runFlusher() } }
     }
 
