@@ -12,7 +12,7 @@ import PostgresNIO
 /// The article "Running on PostgreSQL" documents each table.
 enum PostgreSQLSchema {
     /// The version this code writes and reads.
-    static let currentVersion = 3
+    static let currentVersion = 4
 
     /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
     /// version 1 from nothing. A later version appends a step; none is ever edited.
@@ -140,6 +140,8 @@ enum PostgreSQLSchema {
             "GRANT UPDATE ON magicmirror.asset_holds TO PUBLIC",
             "GRANT USAGE ON SEQUENCE magicmirror.asset_content_seq TO PUBLIC",
         ],
+        // Version 4: sharing (see SharedRows.swift).
+        SharingSchema.migration,
     ]
 
     /// Row-level security on `magicmirror.<table>` as on `records`: a role sees and writes

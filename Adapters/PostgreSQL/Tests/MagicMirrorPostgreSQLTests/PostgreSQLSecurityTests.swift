@@ -14,33 +14,9 @@ struct PostgreSQLSecurityTests {
         .save(id, fields: Data(fields.utf8), baseVersion: base, timestamp: .testNow())
     }
 
-    /// Two roles; each made for this test (role names are cluster-wide), dropped after it.
-    private func withRoles(
-        _ body: (_ alice: String, _ bob: String) async throws -> Void
-    ) async throws {
-        let suffix = UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8).lowercased()
-        let alice = "alice_\(suffix)"
-        let bob = "bob_\(suffix)"
-        _ = try await TestServer.withAdmin { client in
-            for role in [alice, bob] {
-                try await client.query(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN"), logger: TestServer.logger)
-            }
-        }
-        do {
-            try await body(alice, bob)
-        } catch {
-            await dropRoles([alice, bob])
-            throw error
-        }
-        await dropRoles([alice, bob])
-    }
-
-    private func dropRoles(_ roles: [String]) async {
-        _ = try? await TestServer.withAdmin { client in
-            for role in roles {
-                _ = try? await client.query(PostgresQuery(unsafeSQL: "DROP ROLE IF EXISTS \(role)"), logger: TestServer.logger)
-            }
-        }
+    /// Two roles made for this test, dropped after it.
+    private func withRoles(_ body: (_ alice: String, _ bob: String) async throws -> Void) async throws {
+        try await TestServer.withRoles(["alice", "bob"]) { roles in try await body(roles[0], roles[1]) }
     }
 
     @Test func anotherRoleCanNeitherSeeNorWriteAPrivateZone() async throws {
