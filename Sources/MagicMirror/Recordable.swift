@@ -62,6 +62,13 @@ public protocol Recordable: Identifiable, Codable, Sendable, Equatable {
     ///
     /// Declare it as a `static let`, so that it is built once.
     static var migrations: [RecordMigration] { get }
+
+    /// What deleting a record this type refers to does to the referring records: cascade,
+    /// nullify or deny, per ``Reference`` field; none by default (see <doc:Relationships>).
+    ///
+    /// Declare it as a `static let`. A ``Mirror`` of the type stores the rules in its
+    /// database when it opens, and every writer of the database enforces them from then on.
+    static var deleteRules: [DeleteRule<Self>] { get }
 }
 
 extension Recordable {

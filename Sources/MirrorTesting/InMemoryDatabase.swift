@@ -101,6 +101,11 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
             failure.nothingStored = true
             throw failure
         }
+        if let outcome = try store.performLinked(
+            operations, to: zone, writer: writerID, databaseIdentifier: identifier)
+        {
+            return outcome
+        }
         return try store.perform(
             operations, to: zone, writer: writerID, databaseIdentifier: identifier, simulated: false
         ).outcome
@@ -179,6 +184,8 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
         struct Contents: Sendable {
             var zones: [ZoneID: ZoneState] = [:]
             var log: [CommitLogEntry] = []
+            /// The delete rules of each scope space (`ZoneID.spaceKey`), enforced by commits.
+            var deleteRules: [String: [StoredDeleteRule]] = [:]
             /// Grows with every change of `log`, so readers of ``CommitLogUpdates`` know
             /// whether they saw the latest log.
             var logVersion = 0

@@ -226,7 +226,13 @@ public final class JSONFileDatabase: RecordDatabase {
         }
         // Records that refer to assets are committed only while their files exist.
         let outcome = try await committingAssetReferences(of: operations, in: zone) {
-            try await handle.commit(
+            // A delete that delete rules reach is committed with their changes, atomically.
+            if let linked = try await engine.linkedCommit(
+                operations, to: zone, durable: options.durability == .durable)
+            {
+                return linked
+            }
+            return try await handle.commit(
                 operations, durable: options.durability == .durable,
                 compactionThreshold: options.compactionThreshold)
         }

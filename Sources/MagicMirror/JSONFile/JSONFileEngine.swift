@@ -15,6 +15,9 @@ final class JSONFileEngine: Sendable {
     private let zones = Mutex<[ZoneID: JSONFileZone]>([:])
     /// The asset files of each zone used in this process (JSONFileDatabase+Assets.swift).
     let assetStores = Mutex<[ZoneID: JSONFileAssetStore]>([:])
+    /// The delete rules and interrupted linked commits of each scope space
+    /// (Relationships/JSONFileEngine+LinkedCommit.swift).
+    let relationships = JSONFileRelationships()
     let watcher: JSONFileZoneWatcher
 
     private struct WeakEngine {
@@ -91,12 +94,14 @@ final class JSONFileEngine: Sendable {
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid zone; errors reading it.
     func zone(_ id: ZoneID) throws(MirrorError) -> JSONFileZone {
         try id.validate()
-        let zone = zones.withLock { zones in
-            if let zone = zones[id] { return zone }
+        let (zone, isNew) = zones.withLock { zones in
+            if let zone = zones[id] { return (zone, false) }
             let zone = JSONFileZone(zone: id, context: context)
             zones[id] = zone
-            return zone
+            return (zone, true)
         }
+        // A linked commit a crash interrupted is finished before its zones are read.
+        if isNew { recoverLinkedCommitsOnFirstUse(of: id) }
         try zone.load()
         return zone
     }

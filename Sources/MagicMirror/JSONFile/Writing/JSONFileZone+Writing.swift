@@ -159,7 +159,7 @@ extension JSONFileZone {
     ///   its bytes were complete in the file and they were cut off again; otherwise (the
     ///   flush failed after the bytes were in place, so other processes may have read them,
     ///   or they could not be cut off) an error that may have stored them.
-    private func append(_ disk: inout Disk, _ bytes: [UInt8], durable: Bool) throws(MirrorError) {
+    func append(_ disk: inout Disk, _ bytes: [UInt8], durable: Bool) throws(MirrorError) {
         try MirrorError.beforeStoring { () throws(MirrorError) in
             try openJournal(&disk, create: true)
             if !disk.journalWritable {
