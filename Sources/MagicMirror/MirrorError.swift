@@ -105,8 +105,9 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
         /// shared read-only). Nothing of the commit was stored.
         ///
         /// A mirror drops the refused changes, the records named in ``MirrorError/recordIDs``,
-        /// and shows them as stored again: the error is reported once and the `flush()` that
-        /// waited for them throws it. Changes of the same batch that were not refused are sent
+        /// and shows them as stored again: the error is reported once, and the `flush()` calls
+        /// that waited for them throw it once the records show again (when none waited, the
+        /// next `flush()` throws it). Changes of the same batch that were not refused are sent
         /// again.
         public static let refused = Kind(.refused)
 

@@ -87,12 +87,27 @@ extension Mirror {
         return discard(taken)
     }
 
+    /// Drops the refused changes taken by ``SyncEngine/commitRefused(_:error:blamed:now:)``,
+    /// showing their records as stored, and reports the refusal (see
+    /// ``SyncEngine/settleRefusal(_:error:)``).
+    func settleRefusal(_ refused: [SyncEngine<Record>.Conflict], error: MirrorError) {
+        let stored = refused.map { keepStored($0.current) }
+        registrar.willSet(self, keyPath: dataModelKey)
+        let effects = core.withLock { engine in
+            engine.settleRefusal(Array(zip(refused, stored)), error: error)
+            return engine.drain(owner: self)
+        }
+        registrar.didSet(self, keyPath: dataModelKey)
+        deliver(effects)
+        pullWakeup.signal()
+        commitWakeup.signal()
+    }
+
     /// Drops a waiting change taken with ``SyncEngine/discardable(_:)`` and shows the record
     /// as stored, unless it changed since.
     ///
     /// - Returns: Whether it was dropped.
-    @discardableResult
-    func discard(_ taken: SyncEngine<Record>.Conflict) -> Bool {
+    private func discard(_ taken: SyncEngine<Record>.Conflict) -> Bool {
         let stored = keepStored(taken.current)
         registrar.willSet(self, keyPath: dataModelKey)
         let (dropped, effects) = core.withLock { engine in

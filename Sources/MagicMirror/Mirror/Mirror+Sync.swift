@@ -131,8 +131,8 @@ extension Mirror {
             }
             guard let (owner, refused) = withEngine(after: batch.zoneSwitches, { engine in
                 engine.commitRefused(sent, error: failure, blamed: blamed, now: .now)
-            }) else { return }
-            for taken in refused { owner.discard(taken) }
+            }), !refused.isEmpty else { return }
+            owner.settleRefusal(refused, error: failure)
             return
         }
         if outcome.isApplied {

@@ -18,6 +18,11 @@ struct FlushWaiters<Waiter> {
         waiters.removeValue(forKey: number)?.waiter
     }
 
+    /// Whether a waiting flush waits for the change numbered `sequence`.
+    func waitFor(_ sequence: Int) -> Bool {
+        waiters.values.contains { $0.target >= sequence }
+    }
+
     /// Removes every waiting flush.
     mutating func removeAll() -> [Waiter] {
         defer { waiters.removeAll() }

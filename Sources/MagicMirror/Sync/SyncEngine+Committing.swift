@@ -82,8 +82,8 @@ extension SyncEngine {
     }
 
     /// Takes back a batch whose commit the database refused by a rule of its own
-    /// (``MirrorError/Kind/refused``): the error is reported like any permanent failure, and
-    /// the refused changes are returned, to be dropped with ``discard(_:showing:)``; the
+    /// (``MirrorError/Kind/refused``): the refused changes are put on hold and returned, to
+    /// be dropped by ``settleRefusal(_:error:)`` once their stored records are decoded; the
     /// batch's other changes wait to be sent again.
     ///
     /// - Parameter blamed: The records the database refused; when it names none, a batch of
@@ -91,10 +91,35 @@ extension SyncEngine {
     mutating func commitRefused(
         _ batch: [PendingEntry<Record>], error: MirrorError, blamed: [String], now: ContinuousClock.Instant
     ) -> [Conflict] {
-        commitFailed(batch, error: error, blamed: blamed, now: now)
-        let sent = Set(batch.map(\.recordID))
-        let refused = blamed.isEmpty && batch.count == 1 ? sent : sent.intersection(blamed)
-        return refused.compactMap { discardable($0) }
+        switch queue.failed(batch, error: error, blamed: blamed, now: now, configuration: configuration) {
+        case .requeued, .isolating:
+            return []
+        case .retrying(let oldest), .held(let oldest):
+            let sent = Set(batch.map(\.recordID))
+            let refused = blamed.isEmpty && batch.count == 1 ? sent : sent.intersection(blamed)
+            let taken = refused.compactMap { discardable($0) }
+            if taken.isEmpty {
+                // Held like any permanent failure: nothing of this batch can be dropped.
+                report(error)
+                resumeFlushes(failure: (error, oldest))
+            }
+            return taken
+        }
+    }
+
+    /// Drops refused changes taken by ``commitRefused(_:error:blamed:now:)`` and shows each
+    /// record as stored, in one step with reporting the refusal: the `flush()` calls waiting
+    /// for them throw it, once the records show again; when none waits, the next `flush()`
+    /// throws it.
+    mutating func settleRefusal(_ refusals: [(Conflict, Resolution)], error: MirrorError) {
+        report(error)
+        let oldest = refusals.map(\.0.entry.firstSequence).min() ?? changeSequence
+        if flushes.waitFor(oldest) {
+            resumeFlushes(failure: (error, oldest))
+        } else {
+            unthrownRefusal = error
+        }
+        for (taken, stored) in refusals { _ = discard(taken, showing: stored) }
     }
 
     /// Applies a resolution, unless the record changed locally since the conflict was taken

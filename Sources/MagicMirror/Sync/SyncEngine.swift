@@ -37,6 +37,9 @@ struct SyncEngine<Record: Recordable> {
 
     /// Counts local changes; `flush()` waits for the ones up to the count when it was called.
     var changeSequence = 0
+    /// A refusal no waiting `flush()` threw (the change was refused and dropped before any
+    /// flush waited for it): the next `flush()` throws it.
+    var unthrownRefusal: MirrorError?
     /// Decoding failures reported, by record id: the version reported.
     var reportedUndecodable: IDMap<Int> = [:]
 
@@ -191,6 +194,11 @@ struct SyncEngine<Record: Recordable> {
     mutating func addFlushWaiter(_ number: Int, _ continuation: CheckedContinuation<Void, any Error>) {
         if Task.isCancelled || delivery.isClosed {
             continuation.resume(throwing: cancellation("flush() was cancelled"))
+            return
+        }
+        if let refusal = unthrownRefusal {
+            unthrownRefusal = nil
+            continuation.resume(throwing: refusal)
             return
         }
         let target = changeSequence

@@ -79,6 +79,47 @@ import Testing
         #expect(mirror.pendingChanges.isEmpty)
     }
 
+    /// A flush called while the refused change is being committed throws once the record
+    /// shows again (whether it was already waiting when the refusal came, or called just
+    /// after it: both must hold).
+    @Test func theWaitingFlushThrowsOnceTheRecordShowsAgain() async throws {
+        let database = ScriptedDatabase(InMemoryDatabase())
+        let mirror = try await Mirror<Chore>(database: database)
+        let kept = Chore(title: "kept")
+        mirror.dataModel.append(kept)
+        try await mirror.flush()
+
+        database.hold()
+        mirror.dataModel.remove(recordID: kept.recordID)
+        try await database.heldCommits.wait(forCount: 1, "the removal's commit to start")
+        database.poison(kept.id, with: .refused, namingIt: true)
+        let flush = Task { try await mirror.flush() }
+        database.release()
+        let failure = await #expect(throws: MirrorError.self) { try await flush.value }
+        #expect(failure?.kind == .refused)
+        #expect(mirror.dataModel.map(\.title) == ["kept"], "shown again before flush() threw")
+    }
+
+    /// A change refused before any flush waited for it: the next flush throws the refusal,
+    /// once.
+    @Test func aRefusalNoFlushWaitedForIsThrownByTheNextFlush() async throws {
+        let database = ScriptedDatabase(InMemoryDatabase())
+        let mirror = try await Mirror<Chore>(database: database)
+        let kept = Chore(title: "kept")
+        mirror.dataModel.append(kept)
+        try await mirror.flush()
+
+        database.poison(kept.id, with: .refused, namingIt: true)
+        mirror.dataModel.remove(recordID: kept.recordID)
+        try await mirror.waitUntil(timeout: .seconds(60), "the refused removal undone") {
+            $0.map(\.title) == ["kept"]
+        }
+        #expect(mirror.pendingChanges.isEmpty)
+        let failure = try await flushFailure(of: mirror)
+        #expect(failure.kind == .refused)
+        try await mirror.flush()
+    }
+
     @Test func aRefusalIsNotRetried() {
         #expect(!MirrorError.Kind.refused.isTransient)
     }
