@@ -210,8 +210,10 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid record type, or a `user`
     ///   given with the public scope, which has no owner; ``MirrorError/Kind/unsupported``
     ///   for a ``MirrorConfiguration/cipher`` outside a private mirror of a named `user`, or
-    ///   the shared scope on a database that is no ``SharingDatabase``; and
-    ///   whatever the database throws while loading.
+    ///   the shared scope on a database that is no ``SharingDatabase``, or for a `Record` that
+    ///   declares ``Recordable/deleteRules`` on a database that is not a
+    ///   ``RelationshipDatabase``; and whatever the database throws while storing those rules
+    ///   or loading.
     public init(
         database: any RecordDatabase,
         scope: Scope = .public,
