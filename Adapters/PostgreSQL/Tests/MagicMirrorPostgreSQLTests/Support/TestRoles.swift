@@ -1,4 +1,5 @@
 import Foundation
+@testable import MagicMirrorPostgreSQL
 import PostgresNIO
 
 extension TestServer {
