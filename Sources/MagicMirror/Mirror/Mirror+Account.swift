@@ -123,7 +123,7 @@ extension Mirror {
             } catch {
                 joinError = mirrorError(error, while: "subscribing to \(newZone)", in: newZone)
             }
-            registrar.willSet(self, keyPath: \.dataModel)
+            registrar.willSet(self, keyPath: dataModelKey)
             let oldMembership = account.withFinishersLocked { add in
                 let (old, left) = core.withLock { engine -> (SyncEngine<Record>, ZoneSubscriptionMembership?) in
                     let left = engine.subscription
@@ -139,7 +139,7 @@ extension Mirror {
             }
             oldMembership?.leave()
             let effects = core.withLock { $0.drain(owner: self) }
-            registrar.didSet(self, keyPath: \.dataModel)
+            registrar.didSet(self, keyPath: dataModelKey)
             deliver(effects)
             pullWakeup.signal()
             commitWakeup.signal()

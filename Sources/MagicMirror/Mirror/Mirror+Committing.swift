@@ -94,11 +94,11 @@ extension Mirror {
     @discardableResult
     func discard(_ taken: SyncEngine<Record>.Conflict) -> Bool {
         let stored = keepStored(taken.current)
-        registrar.willSet(self, keyPath: \.dataModel)
+        registrar.willSet(self, keyPath: dataModelKey)
         let (dropped, effects) = core.withLock { engine in
             (engine.discard(taken, showing: stored), engine.drain(owner: self))
         }
-        registrar.didSet(self, keyPath: \.dataModel)
+        registrar.didSet(self, keyPath: dataModelKey)
         deliver(effects)
         if dropped {
             pullWakeup.signal()
@@ -115,7 +115,7 @@ extension Mirror {
     /// The most recent failure, or `nil` if nothing failed yet. A later success does not
     /// clear it; ``pendingChanges`` says what is still waiting.
     public var lastError: MirrorError? {
-        registrar.access(self, keyPath: \.lastError)
+        registrar.access(self, keyPath: lastErrorKey)
         return core.withLock { $0.delivery.lastError }
     }
 

@@ -73,12 +73,12 @@ extension Mirror {
         let needDecoding = core.withLock { $0.recordsToDecode(in: set) }
         let decoded = schema.decode(needDecoding)
         let mayChangeArray = set.isComplete || !needDecoding.isEmpty || set.records.contains(where: \.isDeleted)
-        if mayChangeArray { registrar.willSet(self, keyPath: \.dataModel) }
+        if mayChangeArray { registrar.willSet(self, keyPath: dataModelKey) }
         let effects = core.withLock { engine in
             engine.applyPull(set, since: start, decoded: decoded)
             return engine.drain(owner: self)
         }
-        if mayChangeArray { registrar.didSet(self, keyPath: \.dataModel) }
+        if mayChangeArray { registrar.didSet(self, keyPath: dataModelKey) }
         deliver(effects)
     }
 
@@ -150,7 +150,7 @@ extension Mirror {
         }) else { return }
         let (conflicts, policy, writerID) = taken
         let resolutions = conflicts.map { owner.resolve($0, policy: policy, writerID: writerID, in: batch.zone) }
-        owner.registrar.willSet(owner, keyPath: \.dataModel)
+        owner.registrar.willSet(owner, keyPath: owner.dataModelKey)
         // A user switch made meanwhile leaves the conflicts in the old zone's engine (taken
         // back and queued there): `apply` then finds no matching entry here, and the next
         // commit of the mirror finishing that zone meets them again and resolves them.
@@ -158,7 +158,7 @@ extension Mirror {
             for (conflict, resolution) in zip(conflicts, resolutions) { engine.apply(resolution, to: conflict) }
             return engine.drain(owner: owner)
         }
-        owner.registrar.didSet(owner, keyPath: \.dataModel)
+        owner.registrar.didSet(owner, keyPath: owner.dataModelKey)
         owner.deliver(effects)
     }
 

@@ -171,6 +171,11 @@ public final class Mirror<Record: Recordable>: Sendable {
 
     let core: MirrorLock<Record>
     let registrar = ObservationRegistrar()
+    /// `\.dataModel` and `\.lastError`, made once: a key path of a generic class is
+    /// instantiated at run time each time its literal is evaluated, which cost more than the
+    /// rest of an edit.
+    let dataModelKey: any KeyPath<Mirror<Record>, RecordArray<Record>> & Sendable = \Mirror<Record>.dataModel
+    let lastErrorKey: any KeyPath<Mirror<Record>, MirrorError?> & Sendable = \Mirror<Record>.lastError
     /// Wakes the committing task: local changes, flushes.
     let commitWakeup = Wakeup()
     /// Wakes the pulling task: new tokens of the zone.
@@ -302,20 +307,20 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// > the records you need first.
     public var dataModel: RecordArray<Record> {
         get {
-            registrar.access(self, keyPath: \.dataModel)
+            registrar.access(self, keyPath: dataModelKey)
             return core.withLock { $0.records.array }
         }
         set {
-            registrar.willSet(self, keyPath: \.dataModel)
+            registrar.willSet(self, keyPath: dataModelKey)
             let (changed, effects) = core.withLock { engine in
                 (engine.replaceAll(with: newValue), engine.drain(owner: self))
             }
-            registrar.didSet(self, keyPath: \.dataModel)
+            registrar.didSet(self, keyPath: dataModelKey)
             deliver(effects)
             if changed { commitWakeup.signal() }
         }
         _modify {
-            registrar.willSet(self, keyPath: \.dataModel)
+            registrar.willSet(self, keyPath: dataModelKey)
             core.lock()
             let edit = core.engine.records.beginEdit()
             // The records move out of the engine while the caller mutates them, so that
@@ -326,7 +331,7 @@ public final class Mirror<Record: Recordable>: Sendable {
                 let changed = core.engine.endEdit(edit, returning: edited)
                 let effects = core.engine.drain(owner: self)
                 core.unlock()
-                registrar.didSet(self, keyPath: \.dataModel)
+                registrar.didSet(self, keyPath: dataModelKey)
                 deliver(effects)
                 if changed { commitWakeup.signal() }
             }
@@ -342,8 +347,8 @@ public final class Mirror<Record: Recordable>: Sendable {
     func deliver(_ effects: SyncEngine<Record>.Effects) {
         let delivered = effects.delivered
         if !delivered.reports.isEmpty {
-            registrar.willSet(self, keyPath: \.lastError)
-            registrar.didSet(self, keyPath: \.lastError)
+            registrar.willSet(self, keyPath: lastErrorKey)
+            registrar.didSet(self, keyPath: lastErrorKey)
             for report in delivered.reports {
                 if let entry = report.entry {
                     let key = "\(database.identifier)|\(entry)"

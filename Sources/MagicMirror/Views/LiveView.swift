@@ -48,6 +48,9 @@ public final class LiveView<Record: Recordable>: Sendable {
     private let filter: RecordFilter<Record>
     private let state: Mutex<State>
     let registrar = ObservationRegistrar()
+    /// `\.records`, made once (a generic class's key path literal is instantiated at run time
+    /// each time it is evaluated).
+    private let recordsKey: any KeyPath<LiveView<Record>, [Record]> & Sendable = \LiveView<Record>.records
 
     /// A record the view holds, with its place in creation order (the tie-breaker).
     struct Entry: Sendable {
@@ -89,13 +92,13 @@ public final class LiveView<Record: Recordable>: Sendable {
     /// The records the view shows, in order: those that pass its filter, at most
     /// ``limit`` of them.
     public var records: [Record] {
-        registrar.access(self, keyPath: \.records)
+        registrar.access(self, keyPath: recordsKey)
         return state.withLock { $0.index.prefix(limit).map(\.record) }
     }
 
     /// The number of records the view shows.
     public var count: Int {
-        registrar.access(self, keyPath: \.records)
+        registrar.access(self, keyPath: recordsKey)
         return state.withLock { Swift.min($0.index.count, limit ?? .max) }
     }
 
@@ -112,7 +115,7 @@ public final class LiveView<Record: Recordable>: Sendable {
     /// - Parameter position: A position below ``count``.
     public subscript(position: Int) -> Record {
         get {
-            registrar.access(self, keyPath: \.records)
+            registrar.access(self, keyPath: recordsKey)
             return state.withLock { state in
                 precondition(position < Swift.min(state.index.count, limit ?? .max), "position \(position) out of range")
                 return state.index[position].record
@@ -273,8 +276,8 @@ public final class LiveView<Record: Recordable>: Sendable {
 
     /// Notifies observers after a change, once the mirror's lock is released.
     func notifyObservers() {
-        registrar.willSet(self, keyPath: \.records)
-        registrar.didSet(self, keyPath: \.records)
+        registrar.willSet(self, keyPath: recordsKey)
+        registrar.didSet(self, keyPath: recordsKey)
     }
 }
 
