@@ -15,19 +15,22 @@ struct Sizes {
     var compact: Int
     /// Bytes of the asset of the `asset` workload.
     var asset: Int
+    /// Children deleted by one parent delete in the `cascade-delete` workload.
+    var cascade: Int
 
     static let full = Sizes(
         inserts: 10_000, scaleSmall: 1_000, scaleLarge: 100_000, updates: 1_000, batch: 100_000,
-        open: 100_000, edits: 1_000, propagate: 1_000, compact: 100_000, asset: 1 << 30)
+        open: 100_000, edits: 1_000, propagate: 1_000, compact: 100_000, asset: 1 << 30, cascade: 10_000)
     static let quick = Sizes(
         inserts: 300, scaleSmall: 200, scaleLarge: 2_000, updates: 100, batch: 2_000,
-        open: 2_000, edits: 100, propagate: 50, compact: 2_000, asset: 16 << 20)
+        open: 2_000, edits: 100, propagate: 50, compact: 2_000, asset: 16 << 20, cascade: 500)
 }
 
 enum Workloads {
     static let names = [
         "insert-durable", "insert-relaxed", "update-at-scale", "batch-insert", "open",
         "mutate-one", "propagate", "compact", "view-update", "asset", "fsync-shapes", "migrate",
+        "cascade-delete",
     ]
 
     static let zone = ZoneID.public(BenchRecord.recordType)
@@ -46,6 +49,7 @@ enum Workloads {
         case "asset": return try await asset(sizes)
         case "fsync-shapes": return try fsyncShapes(count: sizes.updates)
         case "migrate": return try await migrate(count: sizes.open)
+        case "cascade-delete": return try await cascadeDelete(sizes)
         default: preconditionFailure("unknown workload \(name)")
         }
     }

@@ -12,6 +12,7 @@ enum WorkerCommands {
         "mirror-writer": { try await MirrorWriterCommand.run($0) },
         "open-close": { try await OpenCloseCommand.run($0) },
         "overlapping-read": { try await OverlappingReadCommand.run($0) },
+        "relationships": { try await RelationshipCommand.run($0) },
         "sealed": { try await SealedCommand.run($0) },
         "versions": { try await VersionsCommand.run($0) },
         "watcher-fds": WatcherFDsCommand.run,

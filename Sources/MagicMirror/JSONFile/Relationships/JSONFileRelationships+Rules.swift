@@ -68,8 +68,8 @@ extension JSONFileRelationships.Space {
             context.problems.report(
                 MirrorError(
                     .corruptEntry,
-                    "\(path(name)) has lines that are not delete rules (line \(shown)); they are "
-                        + "ignored, the other \(rules.count) rules hold. Opening a mirror of the "
+                    "\(path(name)) has lines that are not valid delete rules (line \(shown)); they are "
+                        + "ignored and the \(rules.count) valid ones hold. Opening a mirror of the "
                         + "referring type writes its rules again.",
                     scope: zone.scope, file: path(name)),
                 key: "rules \(path(name)) \(bytes.count) \(bytes.hashValue)")
