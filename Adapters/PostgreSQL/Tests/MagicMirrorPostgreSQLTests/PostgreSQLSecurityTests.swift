@@ -14,40 +14,11 @@ struct PostgreSQLSecurityTests {
         .save(id, fields: Data(fields.utf8), baseVersion: base, timestamp: .testNow())
     }
 
-    /// Two roles; each made for this test (role names are cluster-wide), dropped after it.
-    private func withRoles(
-        _ body: (_ alice: String, _ bob: String) async throws -> Void
-    ) async throws {
-        let suffix = UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8).lowercased()
-        let alice = "alice_\(suffix)"
-        let bob = "bob_\(suffix)"
-        _ = try await TestServer.withAdmin { client in
-            for role in [alice, bob] {
-                try await client.query(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN"), logger: TestServer.logger)
-            }
-        }
-        do {
-            try await body(alice, bob)
-        } catch {
-            await dropRoles([alice, bob])
-            throw error
-        }
-        await dropRoles([alice, bob])
-    }
-
-    private func dropRoles(_ roles: [String]) async {
-        _ = try? await TestServer.withAdmin { client in
-            for role in roles {
-                _ = try? await client.query(PostgresQuery(unsafeSQL: "DROP ROLE IF EXISTS \(role)"), logger: TestServer.logger)
-            }
-        }
-    }
-
     @Test func anotherRoleCanNeitherSeeNorWriteAPrivateZone() async throws {
         try await TestServer.withDatabase { name, opened in
             // The schema's owner opens the database first and creates the schema.
             let owner = try await opened.open(TestServer.url(database: name))
-            try await withRoles { alice, bob in
+            try await TestServer.withRoles { alice, bob in
                 let asAlice = try await opened.open(TestServer.url(database: name, role: alice))
                 let asBob = try await opened.open(TestServer.url(database: name, role: bob))
                 let alicesZone = ZoneID.private("Diary", user: alice)
@@ -125,7 +96,7 @@ struct PostgreSQLSecurityTests {
     @Test func anotherRoleCanNeitherReadNorRemoveNorPlantPrivateAssets() async throws {
         try await TestServer.withDatabase { name, opened in
             _ = try await opened.open(TestServer.url(database: name))
-            try await withRoles { alice, bob in
+            try await TestServer.withRoles { alice, bob in
                 let asAlice = try await opened.open(TestServer.url(database: name, role: alice))
                 let asBob = try await opened.open(TestServer.url(database: name, role: bob))
                 let alicesZone = ZoneID.private("Photo", user: alice)
