@@ -79,7 +79,7 @@ extension Recordable {
 }
 
 extension Recordable where ID == UUID {
-    public var recordID: String { id.uuidString }
+    public var recordID: String { UUIDText.string(id) }
 }
 
 extension Recordable where ID == String {

@@ -68,25 +68,25 @@ extension InMemoryDatabase.Store {
             }
             // Every zone's records first, then store them all: nothing below can fail.
             var notifications: [[RemoteNotification]] = []
-            var own: [StoredRecord] = []
             let batches = try LinkedBatch.batches(
                 of: zone, produced: produced, changes: changes, writer: writer, timestamp: timestamp)
             let writes = batches.map { batch in
                 let state = contents.zones[batch.zone] ?? ZoneState()
-                return (zone: batch.zone, records: batch.records(stored: { state.records[$0] }))
+                return (zone: batch.zone, commits: batch.commits(stored: { state.records[$0] }))
             }
-            for write in writes where !write.records.isEmpty {
-                if write.zone == zone { own = write.records }
-                let sequence = (contents.zones[write.zone]?.token.sequence ?? 0) + 1
-                contents.zones[write.zone, default: ZoneState()].apply(write.records, sequence: sequence)
-                let state = contents.zones[write.zone] ?? ZoneState()
-                notifications.append(state.notifications(
-                    for: write.records, databaseIdentifier: databaseIdentifier, zone: write.zone, writer: writer))
+            for write in writes {
+                for records in write.commits {
+                    let sequence = (contents.zones[write.zone]?.token.sequence ?? 0) + 1
+                    contents.zones[write.zone, default: ZoneState()].apply(records, sequence: sequence)
+                    let state = contents.zones[write.zone] ?? ZoneState()
+                    notifications.append(state.notifications(
+                        for: records, databaseIdentifier: databaseIdentifier, zone: write.zone, writer: writer))
+                }
             }
             let state = contents.zones[zone] ?? ZoneState()
-            var finalByID = IDMap<StoredRecord>()
-            for record in own { finalByID[record.id] = record }
-            let outcome = state.outcome(for: prepared.map { $0.flatMap { finalByID[$0.id] } }, of: operations)
+            let outcome = CommitOutcome(
+                results: operations.compactMap { state.records[$0.recordID].map(CommitOutcome.Result.applied) },
+                token: state.token)
             contents.log(.completed(outcome), zone: zone, writer: writer, operations: operations, simulated: false)
             return (outcome, notifications)
         }

@@ -25,6 +25,8 @@ import Synchronization
 /// - **Simulated other writers**: ``simulateSave(_:scope:user:by:)``,
 ///   ``simulateDelete(_:scope:user:by:)`` and their raw variants, which change the records
 ///   as another process would and notify every subscription.
+/// - **Sharing** (``share(_:in:with:access:)``): records shared with other users, read
+///   in their shared scope, as on the JSON-file database.
 /// - **Inspection**: ``records(_:scope:user:)``, ``storedRecords(in:includingDeleted:)``,
 ///   ``storedRecord(_:in:)``, ``commitLog``, ``commitLogUpdates``, and the commits running
 ///   now: ``commitsInProgress`` and ``commitsInProgressUpdates``.
@@ -89,6 +91,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     ///   stored then, and the error says so (`MirrorError.nothingStored`).
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        if zone.scope == .shared { return try await commitSharedEdits(operations, to: zone) }
         store.countCommitInProgress(+1)
         defer { store.countCommitInProgress(-1) }
         do {
@@ -116,6 +119,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// - Throws: An injected `MirrorError` (after the ``readLatency``), or
     ///   `MirrorError.Kind.invalidName` for an invalid zone.
     public func fetchAll(in zone: ZoneID) async throws -> ChangeSet {
+        if zone.scope == .shared { return try await sharedFetchAll(in: zone) }
         try await prepareRead(of: zone)
         return store.contents.withLock { contents in
             let state = contents.zones[zone] ?? ZoneState()
@@ -128,6 +132,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// - Throws: An injected `MirrorError` (after the ``readLatency``), or
     ///   `MirrorError.Kind.invalidName` for an invalid zone.
     public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
+        if zone.scope == .shared { return try await sharedFetch(recordIDs, in: zone) }
         try await prepareRead(of: zone, recordIDs: recordIDs)
         return store.contents.withLock { ($0.zones[zone] ?? ZoneState()).fetch(recordIDs) }
     }
@@ -137,6 +142,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// - Throws: An injected `MirrorError` (after the ``readLatency``), or
     ///   `MirrorError.Kind.invalidName` for an invalid zone.
     public func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
+        if zone.scope == .shared { return try await sharedChanges(in: zone, since: token) }
         try await prepareRead(of: zone)
         return store.contents.withLock { ($0.zones[zone] ?? ZoneState()).changes(since: token) }
     }
@@ -146,6 +152,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     /// - Throws: An injected `MirrorError` (after the ``readLatency``), or
     ///   `MirrorError.Kind.invalidName` for an invalid zone.
     public func currentToken(in zone: ZoneID) async throws -> ChangeToken {
+        if zone.scope == .shared { return try await sharedToken(in: zone) }
         try await prepareRead(of: zone)
         return store.contents.withLock { ($0.zones[zone] ?? ZoneState()).token }
     }
@@ -158,6 +165,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
     ) throws -> MirrorCancellable {
+        if zone.scope == .shared { return try sharedSubscribe(to: zone, handler: handler) }
         try zone.validate()
         return store.subscribers.add(zone, handler: handler)
     }

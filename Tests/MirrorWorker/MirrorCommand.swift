@@ -8,12 +8,13 @@ import Synchronization
 /// from standard input, so that a test can drive several processes' mirrors.
 ///
 /// ```
-/// mirror-worker mirror --db DIR [--user NAME | --private] [--compaction-threshold BYTES]
+/// mirror-worker mirror --db DIR [--user NAME | --private] [--shared] [--compaction-threshold BYTES]
 ///                      [--polling] [--relaxed] [--remote DIR]
 /// ```
 ///
 /// - `--user NAME`: the private zone of `NAME`; `--private`: the private zone of
 ///   `UserSession.shared`'s current user, followed across `switch-user`. Default: public.
+///   `--shared`: the shared zone of `NAME` (or of the current user) instead.
 /// - `--compaction-threshold`, `--relaxed`: see `JSONFileDatabase.Options`; `--polling`
 ///   notices other processes by polling instead of file-system events.
 /// - `--remote DIR`: `--db` is the replica of a `ReplicatedDatabase` whose remote is the
@@ -30,7 +31,9 @@ import Synchronization
 /// - `error <message>` for a command that failed.
 ///
 /// Commands: `add <id> <title…>`, `edit <id> <title…>`, `delete <id>`, `flush`, `compact`,
-/// `switch-user <name>`, `sync` (with `--remote`: `ReplicatedDatabase.synchronize()`), `quit`. The worker exits at `quit` or at the end of its input.
+/// `switch-user <name>`, `sync` (with `--remote`: `ReplicatedDatabase.synchronize()`),
+/// `share <id> <user> <readOnly|readWrite>`, `revoke <id> <user>`, `shares` (prints
+/// `share <id> <owner> <recipient> <access>` lines, then `ok`), `quit`. The worker exits at `quit` or at the end of its input.
 enum MirrorCommand {
     /// The record the worker mirrors.
     struct Todo: Recordable {
@@ -40,8 +43,8 @@ enum MirrorCommand {
 
     static func run(_ arguments: [String]) async throws {
         let options = try WorkerOptions(
-            arguments, flags: ["private", "polling", "relaxed"],
-            usage: "mirror-worker mirror --db DIR [--user NAME | --private] [--compaction-threshold BYTES] "
+            arguments, flags: ["private", "shared", "polling", "relaxed"],
+            usage: "mirror-worker mirror --db DIR [--user NAME | --private] [--shared] [--compaction-threshold BYTES] "
                 + "[--polling] [--relaxed] [--remote DIR]")
         let directory = try options.required("db")
         var databaseOptions = JSONFileDatabase.Options()
@@ -62,7 +65,7 @@ enum MirrorCommand {
         } ?? files
         let isPrivate = options.flag("private") || options.string("user") != nil
         let mirror = try await Mirror<Todo>(
-            database: database, scope: isPrivate ? .private : .public, user: try options.string("user").map { name throws(MirrorError) in try MirrorUser(name: name) })
+            database: database, scope: options.flag("shared") ? .shared : isPrivate ? .private : .public, user: try options.string("user").map { name throws(MirrorError) in try MirrorUser(name: name) })
         let output = LineWriter()
         output.write("ready \(database.writerID) \(database.identifier)")
         let observation = mirror.observe { records in
@@ -92,6 +95,8 @@ enum MirrorCommand {
                 case "sync":
                     guard let replicated = database as? ReplicatedDatabase else { throw usage("sync needs --remote") }
                     try await replicated.synchronize()
+                case "share", "revoke", "shares":
+                    try await ShareCommands.apply(words, to: mirror, output: output)
                 case "switch-user" where words.count == 2:
                     UserSession.shared.switchUser(to: try MirrorUser(name: words[1]))
                 case "quit":

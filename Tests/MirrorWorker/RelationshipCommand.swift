@@ -60,12 +60,22 @@ enum RelationshipCommand {
             let authors = try await Mirror<LinkAuthor>(database: database)
             try options.armCrash()
             authors.dataModel.remove(recordID: author)
+            // A refusal that lands before flush() starts waiting is not thrown by it: look at
+            // the mirror's last error too.
+            var refusal: MirrorError?
             do {
                 try await authors.flush()
-                emitLine("deleted")
             } catch let error as MirrorError where error.kind == .refused {
-                emitLine("refused \(error.recordIDs.joined(separator: ","))")
+                refusal = error
+            }
+            if let refusal = refusal ?? authors.lastError.flatMap({ $0.kind == .refused ? $0 : nil }) {
+                emitLine("refused \(refusal.recordIDs.joined(separator: ","))")
+                try await waitForRecords(authors, timeout: .seconds(30), "the author to be shown again") { records in
+                    records.contains { $0.id == author }
+                }
                 emitLine("shown \(authors.dataModel.filter { $0.id == author }.count)")
+            } else {
+                emitLine("deleted")
             }
         case "edit":
             let id = try options.required("book")

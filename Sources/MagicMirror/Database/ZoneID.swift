@@ -1,11 +1,12 @@
 /// One record type in one scope (and, for the private scope, one user): the unit a
 /// ``RecordDatabase`` stores, versions and notifies about.
 ///
-/// Make one with ``public(_:)`` or ``private(_:user:)``:
+/// Make one with ``public(_:)``, ``private(_:user:)`` or ``shared(_:user:)``:
 ///
 /// ```swift
-/// let shared = ZoneID.public("Todo")
+/// let everyone = ZoneID.public("Todo")
 /// let mine = ZoneID.private("Todo", user: "alice")
+/// let sharedWithBob = ZoneID.shared("Todo", user: "bob")
 /// ```
 ///
 /// Record types and user names become directory names in the JSON-file database, so they
@@ -15,7 +16,8 @@ public struct ZoneID: Hashable, Sendable, Codable, CustomStringConvertible {
     public let scope: Scope
     /// The record type stored in the zone.
     public let recordType: String
-    /// The owner of a private zone; `nil` for a public zone.
+    /// The owner of a private zone, or the recipient of a shared zone; `nil` for a public
+    /// zone.
     public let user: String?
 
     private init(scope: Scope, recordType: String, user: String?) {
@@ -34,6 +36,12 @@ public struct ZoneID: Hashable, Sendable, Codable, CustomStringConvertible {
         ZoneID(scope: .private, recordType: recordType, user: user)
     }
 
+    /// The zone of a record type in the shared scope of a user: the records of that type
+    /// that other users shared with `user` (see <doc:SharingRecords>).
+    public static func shared(_ recordType: String, user: String) -> ZoneID {
+        ZoneID(scope: .shared, recordType: recordType, user: user)
+    }
+
     /// Checks that the record type and user name are valid names.
     ///
     /// - Throws: ``MirrorError/Kind/invalidName`` naming the bad part.
@@ -44,11 +52,13 @@ public struct ZoneID: Hashable, Sendable, Codable, CustomStringConvertible {
         }
     }
 
-    /// The zone of `recordType` in `scope`, owned by `user` in the private scope: the one
-    /// check that a scope and its owner agree, and that the names are valid.
+    /// The zone of `recordType` in `scope`, owned by `user` in the private scope (shared
+    /// with `user` in the shared scope): the one check that a scope and its user agree, and
+    /// that the names are valid.
     ///
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid name, a user given with the
-    ///   public scope (which has no owner), or none with the private scope (which needs one).
+    ///   public scope (which has no owner), or none with the private or shared scope (which
+    ///   need one).
     package init(_ recordType: String, scope: Scope, user: String?) throws(MirrorError) {
         switch (scope, user) {
         case (.public, nil):
@@ -61,9 +71,15 @@ public struct ZoneID: Hashable, Sendable, Codable, CustomStringConvertible {
                 "the public scope has no owner, but user \(String(reflecting: user)) was given: "
                     + "give a user with the private scope only",
                 recordType: recordType, scope: scope)
+        case (.shared, let user?):
+            self = .shared(recordType, user: user)
         case (.private, nil):
             throw MirrorError(
                 .invalidName, "a private zone needs its owner: give a user",
+                recordType: recordType, scope: scope)
+        case (.shared, nil):
+            throw MirrorError(
+                .invalidName, "a shared zone needs its recipient: give a user",
                 recordType: recordType, scope: scope)
         }
         try validate()

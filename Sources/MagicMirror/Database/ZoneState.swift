@@ -22,6 +22,7 @@ package struct ZoneState: Sendable {
     package init(generation: Int = 0, sequence: Int = 0, records: [StoredRecord] = []) {
         token = ChangeToken(generation: generation, sequence: sequence)
         baseSequence = sequence
+        self.records.reserveCapacity(records.count)
         for record in records { self.records[record.id] = record }
     }
 

@@ -219,6 +219,7 @@ public final class JSONFileDatabase: RecordDatabase {
 
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        if zone.scope == .shared { return try await commitSharedEdits(operations, to: zone) }
         try ZoneState.validate(operations, zone: zone)
         let handle = try MirrorError.beforeStoring { () throws(MirrorError) in try engine.zone(zone) }
         if operations.isEmpty {
@@ -241,25 +242,38 @@ public final class JSONFileDatabase: RecordDatabase {
     }
 
     public func fetchAll(in zone: ZoneID) async throws -> ChangeSet {
-        try engine.zone(zone).read { state in
+        if zone.scope == .shared { return try await sharedFetchAll(in: zone) }
+        return try engine.zone(zone).read { state in
             ChangeSet(records: state.liveRecords, token: state.token, isComplete: true)
         }
     }
 
     public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
-        try engine.zone(zone).read { $0.fetch(recordIDs) }
+        if zone.scope == .shared { return try await sharedFetch(recordIDs, in: zone) }
+        return try engine.zone(zone).read { $0.fetch(recordIDs) }
     }
 
     public func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
-        try engine.zone(zone).read { $0.changes(since: token) }
+        if zone.scope == .shared { return try await sharedChanges(in: zone, since: token) }
+        return try engine.zone(zone).read { $0.changes(since: token) }
     }
 
     public func currentToken(in zone: ZoneID) async throws -> ChangeToken {
-        try engine.zone(zone).read { $0.token }
+        if zone.scope == .shared { return try await sharedToken(in: zone) }
+        return try engine.zone(zone).read { $0.token }
     }
 
     public func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
+    ) throws -> MirrorCancellable {
+        if zone.scope == .shared { return try sharedSubscribe(to: zone, handler: handler) }
+        return try subscribeToStored(zone, handler: handler)
+    }
+
+    /// Subscribes to the records stored in `zone`'s directory (for a shared zone: its
+    /// grants).
+    func subscribeToStored(
+        _ zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
     ) throws -> MirrorCancellable {
         // Loading first creates the zone's directories (so that a zone never written yet can
         // be watched) and makes the current files the baseline: later commits by other

@@ -95,13 +95,17 @@ package enum JSONFileInspection {
                 if validName(type, publicPath + "/" + type) { zones.append((.public(type), publicPath + "/" + type)) }
             }
         }
-        let privatePath = root + "/" + JSONFileFormat.privateDirectory
-        if isDirectory(privatePath) {
-            for user in entries(privatePath) where isDirectory(privatePath + "/" + user) {
-                guard validName(user, privatePath + "/" + user) else { continue }
-                for type in entries(privatePath + "/" + user) where isDirectory(privatePath + "/" + user + "/" + type) {
-                    let path = privatePath + "/" + user + "/" + type
-                    if validName(type, path) { zones.append((.private(type, user: user), path)) }
+        // A user's zones: private ones, and the shares to them (shared/<user>/<type>).
+        for scope in [Scope.private, .shared] {
+            let usersPath = root + "/" + (scope == .private ? JSONFileFormat.privateDirectory : JSONFileFormat.sharedDirectory)
+            guard isDirectory(usersPath) else { continue }
+            for user in entries(usersPath) where isDirectory(usersPath + "/" + user) {
+                guard validName(user, usersPath + "/" + user) else { continue }
+                for type in entries(usersPath + "/" + user) where isDirectory(usersPath + "/" + user + "/" + type) {
+                    let path = usersPath + "/" + user + "/" + type
+                    if validName(type, path), let zone = try? ZoneID(type, scope: scope, user: user) {
+                        zones.append((zone, path))
+                    }
                 }
             }
         }

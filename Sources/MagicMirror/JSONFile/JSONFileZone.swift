@@ -81,6 +81,7 @@ final class JSONFileZone: Sendable {
         switch zone.scope {
         case .public: [JSONFileFormat.publicDirectory, zone.recordType]
         case .private: [JSONFileFormat.privateDirectory, zone.user ?? "", zone.recordType]
+        case .shared: [JSONFileFormat.sharedDirectory, zone.user ?? "", zone.recordType]
         }
     }
 

@@ -110,8 +110,10 @@ extension Mirror {
     func switchToCurrentUser() {
         guard let session = account.session else { return }
         account.switching.withLock { _ in
-            let newZone = ZoneID.private(Record.recordType, user: session.user.name)
             let oldZone = zone
+            let newZone = oldZone.scope == .shared
+                ? ZoneID.shared(Record.recordType, user: session.user.name)
+                : ZoneID.private(Record.recordType, user: session.user.name)
             guard newZone != oldZone else { return }
             // Join the new zone's hub first, so that nothing committed to it from now on is
             // missed. If that fails, the switch still happens (the old user's records must

@@ -97,7 +97,8 @@ import Synchronization
 /// as they load; changes made from then on belong to the new user. The old user's changes
 /// that were not committed yet are still committed to the old user's zone, never the new
 /// one; ``flush()`` waits for them too, but ``pendingChanges`` lists only the current
-/// user's.
+/// user's. A mirror of the shared scope (the records other users shared with its user, see
+/// <doc:SharingRecords>) follows the session the same way.
 ///
 /// ## Observing
 ///
@@ -193,21 +194,26 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// ```swift
     /// let todos = try await Mirror<Todo>(database: database)
     /// let mine = try await Mirror<Todo>(database: database, scope: .private)
+    /// let sharedWithMe = try await Mirror<Todo>(database: database, scope: .shared)
     /// ```
     ///
     /// - Parameters:
     ///   - database: The database to mirror.
     ///   - scope: The scope of the records; ``Scope/public`` by default.
-    ///   - user: The owner of the private zone to mirror, for the private scope only. By
-    ///     default, the current user of ``MirrorConfiguration/userSession``
-    ///     (``UserSession/shared``, which starts as the operating-system account running the
-    ///     process), and the mirror follows that session's user switches.
+    ///   - user: The owner of the private zone to mirror (for the shared scope: the user the
+    ///     records were shared with), for the private and shared scopes only. By default,
+    ///     the current user of ``MirrorConfiguration/userSession`` (``UserSession/shared``,
+    ///     which starts as the operating-system account running the process), and the
+    ///     mirror follows that session's user switches.
     ///   - conflictPolicy: How to settle conflicts; ``ConflictPolicy/changedKeys`` by default.
     ///   - configuration: Retry, batching and user-session settings.
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid record type, or a `user`
     ///   given with the public scope, which has no owner; ``MirrorError/Kind/unsupported``
-    ///   for a ``MirrorConfiguration/cipher`` outside a private mirror of a named `user`; and
-    ///   whatever the database throws while loading.
+    ///   for a ``MirrorConfiguration/cipher`` outside a private mirror of a named `user`, or
+    ///   the shared scope on a database that is no ``SharingDatabase``, or for a `Record` that
+    ///   declares ``Recordable/deleteRules`` on a database that is not a
+    ///   ``RelationshipDatabase``; and whatever the database throws while storing those rules
+    ///   or loading.
     public init(
         database: any RecordDatabase,
         scope: Scope = .public,
@@ -215,13 +221,19 @@ public final class Mirror<Record: Recordable>: Sendable {
         conflictPolicy: ConflictPolicy<Record> = .changedKeys,
         configuration: MirrorConfiguration = MirrorConfiguration()
     ) async throws {
-        let owner = scope == .private ? user ?? configuration.userSession.user : user
+        let hasUser = scope == .private || scope == .shared
+        let owner = hasUser ? user ?? configuration.userSession.user : user
         let zone = try ZoneID(Record.recordType, scope: scope, user: owner?.name)
+        if scope == .shared, !(database is any SharingDatabase) {
+            throw MirrorError(
+                .unsupported, "the database \(type(of: database)) does not share records: it has no shared scope",
+                recordType: Record.recordType, scope: scope)
+        }
         try await Self.registerDeleteRules(in: database, zone: zone)
         self.schema = try Self.schemaCoder(scope: scope, user: user, configuration: configuration)
         self.database = database
         self.account = MirrorAccountLink(
-            following: scope == .private && user == nil ? configuration.userSession : nil)
+            following: hasUser && user == nil ? configuration.userSession : nil)
         self.core = MirrorLock(SyncEngine(
             zone: zone, writerID: database.writerID, configuration: configuration, policy: conflictPolicy))
         // Join before loading, so that nothing committed after the load is missed.

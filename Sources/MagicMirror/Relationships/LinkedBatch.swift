@@ -3,7 +3,7 @@ import Foundation
 /// What one linked commit writes to one zone (as the JSON-file intent records it): the records of the
 /// commit's own operations (in the commit's zone) and the changes the delete rules make.
 ///
-/// ``records(stored:)`` turns it into the records to append, based on what is stored now;
+/// ``commits(stored:)`` turns it into the commits to append, based on what is stored now;
 /// the same call serves the first attempt and the replay of an intent a crash left behind
 /// (``isApplied(stored:)`` recognises a batch already appended: a zone's append is atomic).
 package struct LinkedBatch: Sendable {
@@ -60,10 +60,15 @@ package struct LinkedBatch: Sendable {
         return false
     }
 
-    /// The records to append: the commit's own records, each one version above what is
-    /// stored now (a delete of a record deleted meanwhile is dropped), with the rules'
-    /// changes applied on top.
-    package func records(stored: (String) -> StoredRecord?) -> [StoredRecord] {
+    /// The records to append, as the zone's next commits: the commit's own records, each
+    /// one version above what is stored now (a delete of a record deleted meanwhile is
+    /// dropped); then, as a commit of its own, the records the rules' changes produce on top.
+    /// Empty commits are left out.
+    ///
+    /// The rules' changes are a commit of their own so that the mirror that made the commit,
+    /// which learns from its outcome only what its own operations did, sees that its zone
+    /// moved on by more and pulls the rest.
+    package func commits(stored: (String) -> StoredRecord?) -> [[StoredRecord]] {
         var own: [StoredRecord] = []
         var ownByID = IDMap<StoredRecord>()
         for var record in produced {
@@ -76,6 +81,6 @@ package struct LinkedBatch: Sendable {
         }
         let linked = LinkedChange.records(
             applying: changes, stored: { ownByID[$0] ?? stored($0) }, writer: writer, timestamp: timestamp)
-        return LinkedChange.combining(own, with: linked)
+        return [own, linked].filter { !$0.isEmpty }
     }
 }

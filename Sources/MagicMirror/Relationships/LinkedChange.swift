@@ -68,25 +68,4 @@ package struct LinkedChange: Hashable, Sendable, Codable {
         }
         return produced
     }
-
-    /// The records of one commit in the zone of its own operations: `produced` (what the
-    /// operations store), with the linked changes' records in place of the same ids (one
-    /// version above the stored one, like the operation they replace) and after them.
-    package static func combining(_ produced: [StoredRecord], with linked: [StoredRecord]) -> [StoredRecord] {
-        guard !linked.isEmpty else { return produced }
-        var result = produced
-        var positions = IDMap<Int>()
-        for (index, record) in produced.enumerated() { positions[record.id] = index }
-        for record in linked {
-            if let index = positions[record.id] {
-                var replacement = record
-                replacement.version = produced[index].version
-                replacement.created = produced[index].created
-                result[index] = replacement
-            } else {
-                result.append(record)
-            }
-        }
-        return result
-    }
 }

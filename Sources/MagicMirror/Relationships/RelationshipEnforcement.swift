@@ -21,9 +21,12 @@ public enum RelationshipEnforcement {
     public struct ZoneWrite: Sendable {
         /// The zone, in the commit's scope space.
         public let zone: ZoneID
-        /// The records to store, each one version above the stored one (tombstones for
-        /// deletes); empty when the zone has nothing to store.
-        public let records: [StoredRecord]
+        /// The zone's next commits, in order, each its own change (with its own token): in
+        /// the commit's zone, the commit's own records, then the rules' changes to the zone;
+        /// elsewhere, the rules' changes. Records are one version above the stored ones
+        /// (tombstones for deletes); no commit is empty, and a zone with nothing to store
+        /// has none.
+        public let commits: [[StoredRecord]]
     }
 
     /// Checks the rules a type declares before they are stored: each one valid and
@@ -51,8 +54,7 @@ public enum RelationshipEnforcement {
     }
 
     /// What a commit to `zone` that stores `produced` writes once the rules are applied: its
-    /// own zone's records first (with the rules' changes to them), then each other zone the
-    /// rules change, by record type.
+    /// own zone's commits first, then each other zone the rules change, by record type.
     ///
     /// - Parameters:
     ///   - produced: The records the commit's operations store, as ``CommitPlan`` made them
@@ -85,7 +87,7 @@ public enum RelationshipEnforcement {
         let batches = try LinkedBatch.batches(
             of: zone, produced: produced, changes: changes, writer: writer, timestamp: clock.now())
         return batches.map { batch in
-            ZoneWrite(zone: batch.zone, records: batch.records(stored: { stored(batch.zone, $0) }))
+            ZoneWrite(zone: batch.zone, commits: batch.commits(stored: { stored(batch.zone, $0) }))
         }
     }
 }

@@ -4,8 +4,11 @@ import Foundation
 ///
 /// Foundation's coders have a fixed cost per call that dominates for small records:
 /// decoding 100,000 records one by one takes about three times as long as decoding the same
-/// records as one array. So a batch is joined into one JSON array (its fields objects are
-/// copied side by side with commas) and decoded at once; encoding does the reverse,
+/// records as one array. So, for a decoder with default strategies (the one stored fields
+/// are read with), every record is decoded where its fields lie by ``DirectJSONDecoder``,
+/// which has no such fixed cost, in parallel parts for large batches; for any other decoder
+/// a batch is joined into one JSON array (its fields objects are copied side by side with
+/// commas) and decoded at once. Encoding does the reverse of joining,
 /// splitting one encoded array with ``JSONScanner``. When the batch call fails (one record
 /// no longer decodes, one value does not encode), the batch falls back to one call per
 /// record, so each failure is still reported for its own record and every other record
@@ -15,7 +18,7 @@ package enum BatchJSONCoding {
     package static let minimumBatch = 16
 
     /// Decodes the fields of every live record in `records`, by record id.
-    package static func decode<Record: Decodable>(
+    package static func decode<Record: Decodable & Sendable>(
         _ records: some Collection<StoredRecord>, as type: Record.Type, with decoder: JSONDecoder
     ) -> IDMap<Result<Record, any Error>> {
         var results = IDMap<Result<Record, any Error>>()
@@ -28,9 +31,12 @@ package enum BatchJSONCoding {
 
     /// Decodes the fields of every record in `records`: element `i` of the result belongs to
     /// the `i`th record, `nil` for a tombstone.
-    package static func decodeInOrder<Record: Decodable>(
+    package static func decodeInOrder<Record: Decodable & Sendable>(
         _ records: some Collection<StoredRecord>, as type: Record.Type, with decoder: JSONDecoder
     ) -> [Result<Record, any Error>?] {
+        if DirectJSONDecoder.canStandIn(for: decoder) {
+            return decodeDirectly(Array(records), as: type, with: decoder)
+        }
         var liveCount = 0
         var joinedSize = 2
         for record in records {
@@ -59,6 +65,39 @@ package enum BatchJSONCoding {
         return records.map { record in
             record.fields.map { fields in Result { try decoder.decode(Record.self, from: fields) } }
         }
+    }
+
+    /// At least this many records per part before decoding is split across the cores.
+    package static let recordsPerParallelPart = 2_048
+
+    /// Decodes each record's fields where they lie with ``DirectJSONDecoder`` (no joined
+    /// copy), falling back to `decoder` for a record it declines; large batches are split
+    /// into one part per core, decoded in parallel.
+    private static func decodeDirectly<Record: Decodable & Sendable>(
+        _ records: [StoredRecord], as type: Record.Type, with decoder: JSONDecoder
+    ) -> [Result<Record, any Error>?] {
+        let count = records.count
+        let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, count / recordsPerParallelPart))
+        return [Result<Record, any Error>?](unsafeUninitializedCapacity: count) { buffer, initialized in
+            let output = ResultsBuffer(buffer: buffer)
+            DispatchQueue.concurrentPerform(iterations: parts) { part in
+                let range = (count * part / parts)..<(count * (part + 1) / parts)
+                for index in range {
+                    let result: Result<Record, any Error>? = records[index].fields.map { fields in
+                        if let value = try? DirectJSONDecoder.decode(type, from: fields) { return .success(value) }
+                        return Result { try decoder.decode(type, from: fields) }
+                    }
+                    (output.buffer.baseAddress! + index).initialize(to: result)
+                }
+            }
+            initialized = count
+        }
+    }
+
+    /// The results of a parallel decode: each part initializes its own range of elements, so
+    /// no two threads touch one element (which is why sharing the pointer is safe).
+    private struct ResultsBuffer<Record>: @unchecked Sendable {
+        let buffer: UnsafeMutableBufferPointer<Result<Record, any Error>?>
     }
 
     /// Encodes every value, in order; each result is the value's JSON object or the error

@@ -78,9 +78,10 @@ package struct JSONScanner {
 
     /// Skips one complete, valid JSON value (after white space).
     ///
-    /// - Returns: `false` when the bytes are not a valid value; the position is then
-    ///   unspecified.
-    package mutating func skipValue() -> Bool {
+    /// - Parameter maximumDepth: The deepest nesting of objects and arrays accepted.
+    /// - Returns: `false` when the bytes are not a valid value (or nest deeper than
+    ///   `maximumDepth`); the position is then unspecified.
+    package mutating func skipValue(maximumDepth: Int = Self.maximumDepth) -> Bool {
         // Each nesting level is one bit: 1 for an object, 0 for an array. The first 64
         // levels live in `inline`; deeper ones spill into `overflow`.
         var depth = 0
@@ -107,7 +108,7 @@ package struct JSONScanner {
                 if base[position] == closer {
                     position += 1
                 } else {
-                    guard depth < Self.maximumDepth else { return false }
+                    guard depth < maximumDepth else { return false }
                     if depth < 64 {
                         if object { inline |= 1 << UInt64(depth) } else { inline &= ~(1 << UInt64(depth)) }
                     } else {

@@ -77,7 +77,7 @@ do {
 }
 
         #expect(authors.lastError?.kind == .refused)
-        #expect(authors.dataModel.map(\.name) == ["Ann"])
+        try await authors.waitUntil(timeout: .seconds(30), "ann to be shown again") { $0.map(\.name) == ["Ann"] }
         #expect(books.dataModel.count == 1)
 
 awards.dataModel.removeAll()

@@ -20,9 +20,9 @@ import PostgresNIO
 ///    their fields as JSON in the referring zones (``RelationshipRows/referrers(_:on:logger:)``,
 ///    locked `FOR UPDATE`), and again for the records a cascade may delete, until none is new;
 /// 4. let MagicMirror's planning (`RelationshipEnforcement.writes`) decide: refuse the commit
-///    for a deny rule (the transaction is rolled back), or write every zone's records, each
-///    zone's change with its own sequence number and `NOTIFY`, sent when the transaction
-///    commits.
+///    for a deny rule (the transaction is rolled back), or write every zone's commits (in
+///    the commit's zone, its own records, then the rules' changes to it), each with its own
+///    sequence number and `NOTIFY`, sent when the transaction commits.
 ///
 /// A client that dies before the end leaves nothing: the server rolls the transaction back.
 struct LinkedCommit: Sendable {
@@ -65,42 +65,45 @@ struct LinkedCommit: Sendable {
                 return live[writtenZone.recordType]?[key]
             })
 
+        // Each zone's commits in order, each with its own sequence number and NOTIFY.
         var result = ZoneCommit.Result(
             outcome: CommitOutcome(results: [], token: row.token), previous: row.token, changed: [])
-        for write in writes where !write.records.isEmpty {
-            let zoneRow = write.zone == zone ? row : locked[write.zone.recordType]
-            guard let zoneRow else { continue } // a zone with no row has no referrer to change
-            let sequence = try await written(write, over: zoneRow, on: connection, logger: logger)
-            let token = ChangeToken(generation: zoneRow.generation, sequence: sequence)
-            if write.zone == zone {
-                result.changed = write.records
-                result.outcome = CommitOutcome(results: [], token: token)
-            } else {
-                result.linked.append(.init(zone: write.zone, previous: zoneRow.token, token: token, changed: write.records))
+        var final: [RecordKey: StoredRecord] = [:]
+        for write in writes {
+            guard var zoneRow = write.zone == zone ? row : locked[write.zone.recordType] else {
+                continue // a zone with no row has no referrer to change
+            }
+            for records in write.commits {
+                let sequence = try await written(records, in: write.zone, over: zoneRow, on: connection, logger: logger)
+                let previous = zoneRow.token
+                zoneRow = zoneRow.moved(to: sequence)
+                result.linked.append(.init(zone: write.zone, previous: previous, token: zoneRow.token, changed: records))
+                if write.zone == zone {
+                    for record in records { final[RecordKey(record.id)] = record }
+                    result.outcome = CommitOutcome(results: [], token: zoneRow.token)
+                }
             }
         }
-        var final: [RecordKey: StoredRecord] = [:]
-        for record in result.changed { final[RecordKey(record.id)] = record }
         let results = ids.compactMap { id in (final[RecordKey(id)] ?? stored[RecordKey(id)]).map(CommitOutcome.Result.applied) }
         result.outcome = CommitOutcome(results: results, token: result.outcome.token)
         return result
     }
 
-    /// Writes one zone's records of the linked commit; its sequence number.
+    /// Writes one commit of the linked commit to `zone`; its sequence number.
     private func written(
-        _ write: RelationshipEnforcement.ZoneWrite, over row: ZoneRow, on connection: PostgresConnection,
+        _ records: [StoredRecord], in zone: ZoneID, over row: ZoneRow, on connection: PostgresConnection,
         logger: Logger
     ) async throws -> Int {
         switch try await RecordRows.write(
-            write.records, over: row, key: ZoneKey(write.zone), writer: commit.writer, on: connection, logger: logger)
+            records, over: row, key: ZoneKey(zone), writer: commit.writer, on: connection, logger: logger)
         {
         case .written(let sequence):
             return sequence
         case .moved:
             // Cannot happen while this transaction holds the zone's row; a retry starts over.
             throw MirrorError(
-                .unavailable, "committing to \(write.zone): the zone changed under its lock",
-                recordType: write.zone.recordType, scope: write.zone.scope)
+                .unavailable, "committing to \(zone): the zone changed under its lock",
+                recordType: zone.recordType, scope: zone.scope)
         case .invalidReference(let id, let value):
             throw commit.invalidAssetReference(id: id, value: value)
         case .missingAssets(let ids, let digests):

@@ -11,7 +11,8 @@ extension PostgreSQLDatabase: RelationshipDatabase {
     /// database enforces them from then on.
     ///
     /// A private scope space's rules are rows of its user's, which row-level security keeps
-    /// from every other role.
+    /// from every other role. A shared zone stores none: its records live in their owners'
+    /// private zones, under their owners' rules.
     ///
     /// - Parameters:
     ///   - rules: The rules; each one's ``StoredDeleteRule/referringType`` is `referringType`.
@@ -26,6 +27,9 @@ extension PostgreSQLDatabase: RelationshipDatabase {
     ) async throws {
         try zone.validate()
         try RelationshipEnforcement.check(rules, referringType: referringType)
+        // A shared zone is a recipient's view of records that live in their owners' private
+        // zones: it stores no record, so no rule either (the owners' rules apply there).
+        guard zone.scope != .shared else { return }
         let key = ZoneKey(zone)
         let fields = rules.map(\.field)
         let cardinalities = rules.map(\.cardinality.rawValue)

@@ -33,6 +33,10 @@ import Synchronization
 /// unwritable to every other role. Connect each user as their own role; the role that owns
 /// the schema is not restricted (it runs migrations and ``compactHistory(of:)``).
 ///
+/// **Sharing.** It is a ``SharingDatabase``: a role shares records of its private zones
+/// with other roles, read-only or read-write, and reads what is shared with it in its
+/// shared zones; the server enforces every share (see the article "Running on PostgreSQL").
+///
 /// **Assets.** It is an ``AssetDatabase``: a mirror on it stores files that records carry
 /// (`Mirror.storeAsset(contentsOf:)`), streamed to the server in chunks, committed before
 /// the record that refers to them, and collected once nothing refers to them (see the
@@ -44,7 +48,7 @@ import Synchronization
 /// subscribed zone since its last token, so no change is missed.
 ///
 /// > Important: Call ``close()`` when you are done; it ends the connections.
-public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
+public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, SharingDatabase {
     /// The version of the `magicmirror` schema this package reads and writes.
     public static let schemaVersion = PostgreSQLSchema.currentVersion
 
@@ -168,6 +172,7 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
     ///   ``MirrorError/Kind/refused`` when a deny rule holds.
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        if zone.scope == .shared { return try await commitSharedEdits(operations, to: zone) }
         try RecordOperation.validate(operations, in: zone)
         guard !operations.isEmpty else { return CommitOutcome(results: [], token: try await currentToken(in: zone)) }
         let key = ZoneKey(zone)
@@ -215,6 +220,7 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable {
     /// - Throws: A ``MirrorError``.
     public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
         try zone.validate()
+        if zone.scope == .shared { return try await fetchShared(recordIDs, in: zone) }
         let key = ZoneKey(zone)
         let logger = logger
         do {

@@ -18,6 +18,9 @@ enum PostgreSQLReads {
         do {
             return try await withDeadline(serverDeadline, "reading \(zone)") {
                 try await client.withConnection { connection in
+                    if zone.scope == .shared {
+                        return try await SharedRows.changes(in: zone, since: token, on: connection, logger: logger)
+                    }
                     guard let (row, records, isComplete) = try await RecordRows.changes(
                         key, since: token, on: connection, logger: logger)
                     else {

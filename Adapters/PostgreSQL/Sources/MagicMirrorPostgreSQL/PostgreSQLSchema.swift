@@ -12,7 +12,7 @@ import PostgresNIO
 /// The article "Running on PostgreSQL" documents each table.
 enum PostgreSQLSchema {
     /// The version this code writes and reads.
-    static let currentVersion = 4
+    static let currentVersion = 5
 
     /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
     /// version 1 from nothing. A later version appends a step; none is ever edited.
@@ -140,7 +140,9 @@ enum PostgreSQLSchema {
             "GRANT UPDATE ON magicmirror.asset_holds TO PUBLIC",
             "GRANT USAGE ON SEQUENCE magicmirror.asset_content_seq TO PUBLIC",
         ],
-        // Version 4: delete rules (see PostgreSQLDatabase+Relationships.swift), one row per
+        // Version 4: sharing (see SharedRows.swift).
+        SharingSchema.migration,
+        // Version 5: delete rules (see PostgreSQLDatabase+Relationships.swift), one row per
         // referring field, per scope space (a private space's rules are its owner's, by
         // row-level security); `fields_jsonb` parses a record's fields for the referrer
         // queries, `NULL` for bytes that are not JSON, so that another program's bad row

@@ -26,11 +26,12 @@ struct ZoneCommit: Sendable {
         var outcome: CommitOutcome
         let previous: ChangeToken
         var changed: [StoredRecord]
-        /// What the delete rules changed in other zones (see ``LinkedCommit``).
+        /// The changes of a linked commit, in the order they were written, the commit's own
+        /// zone's included (see ``LinkedCommit``).
         var linked: [LinkedWrite] = []
     }
 
-    /// The records a linked commit stored in another zone of its scope space.
+    /// One change a linked commit stored in a zone of its scope space.
     struct LinkedWrite: Sendable {
         let zone: ZoneID
         let previous: ChangeToken

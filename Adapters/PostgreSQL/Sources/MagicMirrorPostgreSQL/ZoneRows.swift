@@ -38,6 +38,13 @@ struct ZoneRow: Sendable {
         lastSequence == 0 && baseSequence == 0 ? .initial : ChangeToken(generation: generation, sequence: lastSequence)
     }
 
+    /// The row after a change with sequence number `sequence` (written under its lock).
+    func moved(to sequence: Int) -> ZoneRow {
+        ZoneRow(
+            zoneID: zoneID, generation: generation, baseSequence: baseSequence, lastSequence: sequence,
+            assetsEpoch: assetsEpoch)
+    }
+
     /// Whether a reader with `token` can continue from it with the changes after it: the
     /// token is of the zone's generation and within the history the zone keeps (not
     /// before its base, not from the future).

@@ -236,7 +236,8 @@ struct PostgreSQLRelationshipTests {
     @Test func privateRulesAreTheirUsersAlone() async throws {
         try await TestServer.withDatabase { name, opened in
             _ = try await opened.open(TestServer.url(database: name)) // the schema's owner
-            try await TestServer.withRoles { alice, bob in
+            try await TestServer.withRoles(["alice", "bob"]) { roles in
+                let (alice, bob) = (roles[0], roles[1])
                 let asAlice = try await opened.open(TestServer.url(database: name, role: alice))
                 let asBob = try await opened.open(TestServer.url(database: name, role: bob))
                 let user = try MirrorUser(name: alice)
@@ -248,11 +249,14 @@ struct PostgreSQLRelationshipTests {
                 try await books.flush()
 
                 // Bob sees no rule of alice's, and cannot store one in her space.
-                let seen = try await TestServer.count(
-                    "SELECT count(*)::int8 FROM magicmirror.delete_rules", database: name, role: bob)
+                let rulesQuery: PostgresQuery = "SELECT count(*)::int8 FROM magicmirror.delete_rules"
+                let seen = try await TestServer.withClient(database: name, role: bob) {
+                    try await TestServer.count(rulesQuery, with: $0)
+                }
                 #expect(seen == 0)
-                let mine = try await TestServer.count(
-                    "SELECT count(*)::int8 FROM magicmirror.delete_rules", database: name, role: alice)
+                let mine = try await TestServer.withClient(database: name, role: alice) {
+                    try await TestServer.count(rulesQuery, with: $0)
+                }
                 #expect(mine == 3)
                 do {
                     try await asBob.registerDeleteRules(

@@ -14,11 +14,16 @@ struct PostgreSQLSecurityTests {
         .save(id, fields: Data(fields.utf8), baseVersion: base, timestamp: .testNow())
     }
 
+    /// Two roles made for this test, dropped after it.
+    private func withRoles(_ body: (_ alice: String, _ bob: String) async throws -> Void) async throws {
+        try await TestServer.withRoles(["alice", "bob"]) { roles in try await body(roles[0], roles[1]) }
+    }
+
     @Test func anotherRoleCanNeitherSeeNorWriteAPrivateZone() async throws {
         try await TestServer.withDatabase { name, opened in
             // The schema's owner opens the database first and creates the schema.
             let owner = try await opened.open(TestServer.url(database: name))
-            try await TestServer.withRoles { alice, bob in
+            try await withRoles { alice, bob in
                 let asAlice = try await opened.open(TestServer.url(database: name, role: alice))
                 let asBob = try await opened.open(TestServer.url(database: name, role: bob))
                 let alicesZone = ZoneID.private("Diary", user: alice)
@@ -96,7 +101,7 @@ struct PostgreSQLSecurityTests {
     @Test func anotherRoleCanNeitherReadNorRemoveNorPlantPrivateAssets() async throws {
         try await TestServer.withDatabase { name, opened in
             _ = try await opened.open(TestServer.url(database: name))
-            try await TestServer.withRoles { alice, bob in
+            try await withRoles { alice, bob in
                 let asAlice = try await opened.open(TestServer.url(database: name, role: alice))
                 let asBob = try await opened.open(TestServer.url(database: name, role: bob))
                 let alicesZone = ZoneID.private("Photo", user: alice)

@@ -27,11 +27,17 @@ struct Note: Recordable {
 ///     failing                waits until a pending change has failed at least once
 ///     await JSON             waits until the notes, by id, are the JSON array given
 ///     state                  prints the notes as a JSON array, by id
+///     flush                  `flush()`: its error, if it throws
+///     share ID USER ACCESS   shares a note of a private mirror (ACCESS: readOnly, readWrite)
+///     revoke ID USER         ends that share
+///
+/// `pg-mirror-worker --sharing URL private|shared`: the same, on the private or shared zone
+/// of the URL's role.
 enum InteractiveWorker {
     /// How long a waiting command waits.
     static let timeout = Duration.seconds(240)
 
-    static func run(url: String, replica: String?) async throws {
+    static func run(url: String, replica: String?, scope: Scope = .public) async throws {
         let server = try await openRetrying(url)
         let database: any RecordDatabase
         if let replica {
@@ -43,7 +49,7 @@ enum InteractiveWorker {
         }
         // Retries come quickly after the network heals.
         let mirror = try await Mirror<Note>(
-            database: database,
+            database: database, scope: scope, user: scope == .public ? nil : try MirrorUser(name: server.role),
             configuration: MirrorConfiguration(retryDelay: .milliseconds(100), maximumRetryDelay: .seconds(1)))
         answer("ok ready \(database.writerID)")
         await serve { line in try await perform(line, on: mirror) }
@@ -117,6 +123,13 @@ enum InteractiveWorker {
             }
         case ("state", 1):
             return "ok " + state(of: mirror)
+        case ("flush", 1):
+            try await mirror.flush()
+        case ("share", 4):
+            guard let access = ShareAccess(rawValue: words[3]) else { return "error no access \(words[3])" }
+            try await mirror.share(words[1], with: [try MirrorUser(name: words[2])], access: access)
+        case ("revoke", 3):
+            try await mirror.revokeShare(of: words[1], from: [try MirrorUser(name: words[2])])
         default:
             return "error unknown command \(line)"
         }

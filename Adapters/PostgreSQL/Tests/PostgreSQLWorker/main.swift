@@ -6,9 +6,10 @@
 //
 //   pg-mirror-worker URL NAME COUNT WORKER-NAMES (comma separated)
 //
-// `pg-mirror-worker --interactive URL [REPLICA-DIRECTORY]` and `pg-mirror-worker --photos URL`
-// are mirrors driven from standard input instead (InteractiveWorker.swift, PhotoWorker.swift);
-// `pg-mirror-worker --delete-author URL ID` deletes one author (DeleteAuthorWorker.swift).
+// `pg-mirror-worker --interactive URL [REPLICA-DIRECTORY]`, `pg-mirror-worker --sharing URL
+// private|shared` and `pg-mirror-worker --photos URL` are mirrors driven from standard input
+// instead (InteractiveWorker.swift, PhotoWorker.swift); `pg-mirror-worker --delete-author URL
+// ID` deletes one author (DeleteAuthorWorker.swift).
 import Foundation
 import MagicMirror
 import MagicMirrorPostgreSQL
@@ -41,6 +42,15 @@ if arguments.count == 4, arguments[1] == "--delete-author" {
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("pg-mirror-worker --delete-author: \(error)\n".utf8))
+        exit(1)
+    }
+}
+if arguments.count == 4, arguments[1] == "--sharing", let scope = Scope(rawValue: arguments[3]) {
+    do {
+        try await InteractiveWorker.run(url: arguments[2], replica: nil, scope: scope)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("pg-mirror-worker --sharing: \(error)\n".utf8))
         exit(1)
     }
 }

@@ -21,6 +21,7 @@ enum JSONFileFormat {
     static let lockFile = "lock"
     static let publicDirectory = "public"
     static let privateDirectory = "private"
+    static let sharedDirectory = "shared"
 
     /// The journal of a generation: `journal-<generation>.ndjson`.
     static func journalFile(_ generation: Int) -> String { "journal-\(generation).ndjson" }

@@ -162,7 +162,7 @@ extension JSONFileEngine {
         plan: () throws(MirrorError) -> [LinkedBatch]
     ) throws(MirrorError) {
         let ordered = zones.sorted { $0.directoryPath.utf8.lexicographicallyPrecedes($1.directoryPath.utf8) }
-        var writes: [ZoneID: [StoredRecord]] = [:]
+        var writes: [ZoneID: [[StoredRecord]]] = [:]
         var notifications: [ZoneID: [RemoteNotification]] = [:]
         var failure: MirrorError?
         var appended = 0
@@ -175,12 +175,12 @@ extension JSONFileEngine {
                 var writing = 0
                 for batch in batches {
                     guard let handle = ordered.first(where: { $0.zone == batch.zone }) else { continue }
-                    let records = handle.memory.withLock { state -> [StoredRecord] in
+                    let commits = handle.memory.withLock { state -> [[StoredRecord]] in
                         if batch.isApplied(stored: { state.records[$0] }) { return [] }
-                        return batch.records(stored: { state.records[$0] })
+                        return batch.commits(stored: { state.records[$0] })
                     }
-                    if records.isEmpty { continue }
-                    writes[batch.zone, default: []] += records
+                    if commits.isEmpty { continue }
+                    writes[batch.zone, default: []] += commits
                     writing += 1
                 }
                 if writesIntent, writing > 1 {
@@ -215,12 +215,16 @@ extension JSONFileEngine {
                 }
                 try lockFrom(index + 1)
                 // Unwinding: append this zone's batch.
-                guard failure == nil, let records = writes[handle.zone], !records.isEmpty else { return }
-                let sequence = handle.memory.withLock { $0.token.sequence } + 1
+                guard failure == nil, let commits = writes[handle.zone], !commits.isEmpty else { return }
+                // One append: its commits are read all together or not at all.
+                let first = handle.memory.withLock { $0.token.sequence } + 1
                 var lines = JSONByteWriter(capacity: 256)
-                for (position, record) in records.enumerated() {
-                    JSONFileFormat.appendJournalLine(
-                        to: &lines, sequence: sequence, record: record, isLast: position == records.count - 1)
+                for (offset, records) in commits.enumerated() {
+                    for (position, record) in records.enumerated() {
+                        JSONFileFormat.appendJournalLine(
+                            to: &lines, sequence: first + offset, record: record,
+                            isLast: offset == commits.count - 1 && position == records.count - 1)
+                    }
                 }
                 do throws(MirrorError) {
                     try handle.append(&disk, lines.bytes, durable: durable)
@@ -230,10 +234,12 @@ extension JSONFileEngine {
                 }
                 appended += 1
                 handle.memory.withLock { state in
-                    state.apply(records, sequence: sequence)
-                    notifications[handle.zone, default: []] += state.notifications(
-                        for: records, databaseIdentifier: context.identifier, zone: handle.zone,
-                        writer: context.writerID)
+                    for (offset, records) in commits.enumerated() {
+                        state.apply(records, sequence: first + offset)
+                        notifications[handle.zone, default: []] += state.notifications(
+                            for: records, databaseIdentifier: context.identifier, zone: handle.zone,
+                            writer: context.writerID)
+                    }
                 }
             }
         }

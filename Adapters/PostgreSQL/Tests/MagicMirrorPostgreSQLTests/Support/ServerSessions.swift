@@ -4,19 +4,11 @@ import Logging
 import PostgresNIO
 import Testing
 
-/// Roles, counts and lock waits on the test server, for tests that race sessions.
+/// Counts and lock waits on the test server, for tests that race sessions.
 extension TestServer {
-    /// The `int8` that `query` returns, run on database `name` as `role` (the superuser by
-    /// default).
-    static func count(_ query: PostgresQuery, database name: String, role: String? = nil) async throws -> Int {
-        let configuration = try PostgreSQLConnectionURL.configuration(
-            from: url(database: name, role: role), environment: [:])
-        let client = PostgresClient(configuration: configuration)
-        let run = Task { await client.run() }
-        defer { run.cancel() }
-        var count = 0
-        for try await value in try await client.query(query, logger: logger).decode(Int.self) { count = value }
-        return count
+    /// The count `sql` answers (one `int8`) on database `name`, as the superuser.
+    static func count(_ sql: PostgresQuery, database name: String) async throws -> Int {
+        try await withAdmin(database: name) { client in try await count(sql, with: client) }
     }
 
     /// Waits until at least `count` sessions of database `name` wait for a lock; records an
@@ -51,33 +43,6 @@ extension TestServer {
                 let task = Task { try await operation() }
                 try await waitForLockWaits(database: name, count: 1)
                 return task // the transaction ends now, and the operation goes on
-            }
-        }
-    }
-
-    /// Runs `body` with two login roles made for it (role names are cluster-wide), dropped
-    /// after it.
-    static func withRoles(_ body: (_ alice: String, _ bob: String) async throws -> Void) async throws {
-        let suffix = UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8).lowercased()
-        let roles = ["alice_\(suffix)", "bob_\(suffix)"]
-        _ = try await withAdmin { client in
-            for role in roles {
-                try await client.query(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN"), logger: logger)
-            }
-        }
-        do {
-            try await body(roles[0], roles[1])
-        } catch {
-            await dropRoles(roles)
-            throw error
-        }
-        await dropRoles(roles)
-    }
-
-    private static func dropRoles(_ roles: [String]) async {
-        _ = try? await withAdmin { client in
-            for role in roles {
-                _ = try? await client.query(PostgresQuery(unsafeSQL: "DROP ROLE IF EXISTS \(role)"), logger: logger)
             }
         }
     }
