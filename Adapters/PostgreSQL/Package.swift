@@ -56,6 +56,7 @@ let package = Package(
                 "MagicMirrorPostgreSQL",
                 .product(name: "MagicMirror", package: "MagicMirror"),
                 .product(name: "MirrorTesting", package: "MagicMirror"),
+                .product(name: "MirrorTestSupport", package: "MagicMirror"),
             ],
             path: "Tests/PostgreSQLWorker"
         ),

@@ -67,3 +67,27 @@ public struct LinkAward: Recordable {
 
     public static let deleteRules: [DeleteRule<LinkAward>] = [.deny("winner", \.winner)]
 }
+
+/// A mirror of every relationship type on one database (opening them stores their rules),
+/// for the relationship tests of every database.
+public struct LinkLibrary: Sendable {
+    public let authors: Mirror<LinkAuthor>
+    public let books: Mirror<LinkBook>
+    public let chapters: Mirror<LinkChapter>
+    public let awards: Mirror<LinkAward>
+
+    public init(_ database: any RecordDatabase) async throws {
+        authors = try await Mirror(database: database)
+        books = try await Mirror(database: database)
+        chapters = try await Mirror(database: database)
+        awards = try await Mirror(database: database)
+    }
+
+    /// Flushes every mirror.
+    public func flush() async throws {
+        try await authors.flush()
+        try await books.flush()
+        try await chapters.flush()
+        try await awards.flush()
+    }
+}

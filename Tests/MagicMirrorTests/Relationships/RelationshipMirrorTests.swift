@@ -10,27 +10,7 @@ import Testing
 @Suite struct RelationshipMirrorTests {
     static let databases: [DatabaseFactory] = [.inMemory, .jsonFile]
 
-    /// Opens a mirror of every relationship type (registering their rules).
-    struct Library {
-        let authors: Mirror<LinkAuthor>
-        let books: Mirror<LinkBook>
-        let chapters: Mirror<LinkChapter>
-        let awards: Mirror<LinkAward>
-
-        init(_ database: any RecordDatabase) async throws {
-            authors = try await Mirror(database: database)
-            books = try await Mirror(database: database)
-            chapters = try await Mirror(database: database)
-            awards = try await Mirror(database: database)
-        }
-
-        func flush() async throws {
-            try await authors.flush()
-            try await books.flush()
-            try await chapters.flush()
-            try await awards.flush()
-        }
-    }
+    typealias Library = LinkLibrary
 
     @Test(arguments: databases)
     func deletingAnAuthorCascadesToItsBooksAndTheirChapters(_ factory: DatabaseFactory) async throws {

@@ -156,13 +156,20 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     /// `NOTIFY`, provided no other commit to the zone ran in between (it locks the zone's
     /// row and compares its sequence). When one did, the commit reads and plans again.
     ///
+    /// A commit that deletes a record of a type that delete rules target
+    /// (``registerDeleteRules(_:referringType:in:)``) is one transaction instead, with every
+    /// change the rules make: it locks the zones involved, finds the referring records,
+    /// and stores the cascaded deletes and emptied references, or refuses the whole commit
+    /// for a deny rule (``MirrorError/Kind/refused``, nothing stored).
+    ///
     /// - Parameters:
     ///   - operations: The saves and deletes, at most one per record.
     ///   - zone: The zone they apply to.
     /// - Returns: The result of each operation and the zone's token afterwards.
     /// - Throws: A ``MirrorError``: ``MirrorError/Kind/permissionDenied`` for another
     ///   role's private zone, ``MirrorError/Kind/unavailable`` when the server cannot be
-    ///   reached (nothing is stored then; a retry of the same operations is recognised).
+    ///   reached (nothing is stored then; a retry of the same operations is recognised),
+    ///   ``MirrorError/Kind/refused`` when a deny rule holds.
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
         if zone.scope == .shared { return try await commitSharedEdits(operations, to: zone) }
@@ -188,6 +195,9 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         if !result.changed.isEmpty {
             listening.deliverOwnCommit(
                 result.changed, in: zone, after: result.previous, token: result.outcome.token)
+        }
+        for linked in result.linked {
+            listening.deliverOwnCommit(linked.changed, in: linked.zone, after: linked.previous, token: linked.token)
         }
         return result.outcome
     }

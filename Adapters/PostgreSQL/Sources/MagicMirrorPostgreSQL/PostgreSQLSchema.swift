@@ -12,7 +12,7 @@ import PostgresNIO
 /// The article "Running on PostgreSQL" documents each table.
 enum PostgreSQLSchema {
     /// The version this code writes and reads.
-    static let currentVersion = 4
+    static let currentVersion = 5
 
     /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
     /// version 1 from nothing. A later version appends a step; none is ever edited.
@@ -142,6 +142,38 @@ enum PostgreSQLSchema {
         ],
         // Version 4: sharing (see SharedRows.swift).
         SharingSchema.migration,
+        // Version 5: delete rules (see PostgreSQLDatabase+Relationships.swift), one row per
+        // referring field, per scope space (a private space's rules are its owner's, by
+        // row-level security); `fields_jsonb` parses a record's fields for the referrer
+        // queries, `NULL` for bytes that are not JSON, so that another program's bad row
+        // cannot make a delete fail.
+        [
+            """
+            CREATE TABLE magicmirror.delete_rules (
+                scope text NOT NULL,
+                owner text COLLATE "C" NOT NULL,
+                referring_type text COLLATE "C" NOT NULL,
+                field text COLLATE "C" NOT NULL,
+                cardinality text NOT NULL CHECK (cardinality IN ('one', 'optional', 'many')),
+                target_type text COLLATE "C" NOT NULL,
+                action text NOT NULL CHECK (action IN ('cascade', 'nullify', 'deny')),
+                PRIMARY KEY (scope, owner, referring_type, field),
+                CHECK ((scope = 'public' AND owner = '') OR (scope = 'private' AND owner <> '')))
+            """,
+            "CREATE INDEX delete_rules_by_target ON magicmirror.delete_rules (scope, owner, target_type)",
+            """
+            CREATE FUNCTION magicmirror.fields_jsonb(fields bytea) RETURNS jsonb
+            LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+            BEGIN
+                RETURN convert_from(fields, 'UTF8')::jsonb;
+            EXCEPTION WHEN others THEN
+                RETURN NULL;
+            END
+            $$
+            """,
+        ] + privateLikeRecords("delete_rules") + [
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON magicmirror.delete_rules TO PUBLIC",
+        ],
     ]
 
     /// Row-level security on `magicmirror.<table>` as on `records`: a role sees and writes

@@ -15,12 +15,27 @@ import PostgresNIO
 ///
 /// A zone never written has no row yet: the first commit creates it (one more statement)
 /// before step 1.
+///
+/// A commit that deletes also asks, in step 1, whether a delete rule targets the zone's
+/// record type; when one does, the commit is a ``LinkedCommit`` instead (one transaction
+/// with every change the rules make).
 struct ZoneCommit: Sendable {
     /// What a commit produced: its outcome, the zone's token before it, and the records it
     /// stored (to deliver to this process's subscribers).
     struct Result: Sendable {
-        let outcome: CommitOutcome
+        var outcome: CommitOutcome
         let previous: ChangeToken
+        var changed: [StoredRecord]
+        /// The changes of a linked commit, in the order they were written, the commit's own
+        /// zone's included (see ``LinkedCommit``).
+        var linked: [LinkedWrite] = []
+    }
+
+    /// One change a linked commit stored in a zone of its scope space.
+    struct LinkedWrite: Sendable {
+        let zone: ZoneID
+        let previous: ChangeToken
+        let token: ChangeToken
         let changed: [StoredRecord]
     }
 
@@ -36,15 +51,21 @@ struct ZoneCommit: Sendable {
 
     func run(on connection: PostgresConnection, logger: Logger) async throws -> Result {
         let ids = operations.map(\.recordID)
+        // Only a delete can set off a delete rule: other commits do not ask the server.
+        let deletes = operations.contains { $0.action == .delete }
         var createdZone = false
         for _ in 0..<Self.maximumAttempts {
-            guard let (row, stored) = try await RecordRows.zoneAndRecords(key, ids: ids, on: connection, logger: logger)
+            guard let (row, stored, rulesApply) = try await RecordRows.zoneAndRecords(
+                key, ids: ids, checkingRules: deletes, on: connection, logger: logger)
             else {
                 // No row: a zone never written (create it, once), or one the role may not see.
                 guard !createdZone else { throw denied() }
                 try await ZoneRow.create(key, generation: baseGeneration, on: connection, logger: logger)
                 createdZone = true
                 continue
+            }
+            if rulesApply {
+                return try await LinkedCommit(commit: self).run(on: connection, logger: logger)
             }
             switch CommitPlan(operations, writer: writer, stored: { stored[RecordKey($0)] }) {
             case .refuse(let results):
@@ -61,22 +82,9 @@ struct ZoneCommit: Sendable {
                     case .moved:
                         continue // another commit, or a collection, went first: read again
                     case .invalidReference(let id, let value):
-                        var error = MirrorError(
-                            .invalidRecord,
-                            "record \(id) refers to the asset \(value), which is not an asset digest (64 "
-                                + "lowercase hexadecimal digits); the key \"$asset\" is reserved for assets. "
-                                + "Nothing was stored.",
-                            recordIDs: [id], recordType: zone.recordType, scope: zone.scope)
-                        error.nothingStored = true
-                        throw error
+                        throw invalidAssetReference(id: id, value: value)
                     case .missingAssets(let ids, let digests):
-                        var error = MirrorError(
-                            .notFound,
-                            "the asset \(digests.sorted().joined(separator: ", ")) is not stored in \(zone); the "
-                                + "records that refer to it were not committed. Store the asset in this zone first.",
-                            recordIDs: ids.sorted(), recordType: zone.recordType, scope: zone.scope)
-                        error.nothingStored = true
-                        throw error
+                        throw missingAssets(ids: ids, digests: digests)
                     }
                 }
                 var results: [CommitOutcome.Result] = []
@@ -93,6 +101,30 @@ struct ZoneCommit: Sendable {
             .unavailable,
             "committing to \(zone): other commits to the zone went first \(Self.maximumAttempts) times in a row",
             recordType: zone.recordType, scope: zone.scope)
+    }
+
+    /// The refusal of a record that refers to an asset with `value`, which is no digest.
+    func invalidAssetReference(id: String, value: String) -> MirrorError {
+        var error = MirrorError(
+            .invalidRecord,
+            "record \(id) refers to the asset \(value), which is not an asset digest (64 "
+                + "lowercase hexadecimal digits); the key \"$asset\" is reserved for assets. "
+                + "Nothing was stored.",
+            recordIDs: [id], recordType: zone.recordType, scope: zone.scope)
+        error.nothingStored = true
+        return error
+    }
+
+    /// The refusal of records `ids` that refer to the assets `digests`, which the zone does
+    /// not hold.
+    func missingAssets(ids: [String], digests: [String]) -> MirrorError {
+        var error = MirrorError(
+            .notFound,
+            "the asset \(digests.sorted().joined(separator: ", ")) is not stored in \(zone); the "
+                + "records that refer to it were not committed. Store the asset in this zone first.",
+            recordIDs: ids.sorted(), recordType: zone.recordType, scope: zone.scope)
+        error.nothingStored = true
+        return error
     }
 
     private func denied() -> MirrorError {

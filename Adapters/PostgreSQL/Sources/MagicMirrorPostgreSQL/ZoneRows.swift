@@ -38,6 +38,13 @@ struct ZoneRow: Sendable {
         lastSequence == 0 && baseSequence == 0 ? .initial : ChangeToken(generation: generation, sequence: lastSequence)
     }
 
+    /// The row after a change with sequence number `sequence` (written under its lock).
+    func moved(to sequence: Int) -> ZoneRow {
+        ZoneRow(
+            zoneID: zoneID, generation: generation, baseSequence: baseSequence, lastSequence: sequence,
+            assetsEpoch: assetsEpoch)
+    }
+
     /// Whether a reader with `token` can continue from it with the changes after it: the
     /// token is of the zone's generation and within the history the zone keeps (not
     /// before its base, not from the future).
@@ -92,12 +99,12 @@ struct ZoneRow: Sendable {
 enum RecordRows {
     /// The columns of a ``StoredRecord`` in `magicmirror.records AS r`, in the order
     /// ``record(_:)`` reads them.
-    private static let columns =
+    static let columns =
         "r.id, r.version, r.fields, r.modified_millis, r.modified_counter, r.writer, r.created_millis, r.created_counter"
 
     /// A record's columns as read beside its zone's by an outer join: all `NULL` when the
     /// zone has no record that matched.
-    private typealias Columns = (String?, Int?, Data?, Int?, Int?, String?, Int?, Int?)
+    typealias Columns = (String?, Int?, Data?, Int?, Int?, String?, Int?, Int?)
 
     /// The zone's row and its stored records (tombstones included) among `ids`, read in one
     /// statement, so in one snapshot: the records are exactly those of the zone's token.
@@ -105,20 +112,28 @@ enum RecordRows {
     ///
     /// Ids are compared by their UTF-8 bytes (`"e\u{301}"` and `"\u{e9}"` are two records),
     /// as the server's `"C"` collation does, not by Swift's canonical equivalence.
+    ///
+    /// With `checkingRules`, the same statement also says whether a delete rule of the zone's
+    /// scope space targets its record type (`rulesApply`); without, the server does not look.
     static func zoneAndRecords(
-        _ key: ZoneKey, ids: [String], on connection: PostgresConnection, logger: Logger
-    ) async throws -> (ZoneRow, [RecordKey: StoredRecord])? {
+        _ key: ZoneKey, ids: [String], checkingRules: Bool = false, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> (row: ZoneRow, records: [RecordKey: StoredRecord], rulesApply: Bool)? {
+        // Without a rule check the statement is the plain read (a constant column): the
+        // server does not even parse the subquery.
+        let rules = checkingRules ? rulesApplyColumn : "false"
         let rows = try await connection.query(
             """
-            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns)
+            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns),
+                   \(unescaped: rules)
             FROM magicmirror.zones z
             LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id AND r.id = ANY(\(ids)::text[])
             WHERE z.scope = \(key.scope) AND z.owner = \(key.owner) AND z.record_type = \(key.recordType)
             """, logger: logger)
-        guard let (row, records) = try await zoneAndRecords(rows) else { return nil }
+        guard let (row, records, rulesApply) = try await zoneAndRecords(rows) else { return nil }
         var found: [RecordKey: StoredRecord] = [:]
         for record in records { found[RecordKey(record.id)] = record }
-        return (row, found)
+        return (row, found, rulesApply)
     }
 
     /// The zone's row and its changes since `token`, in one statement (one snapshot): the
@@ -135,7 +150,7 @@ enum RecordRows {
         let sequence = token?.sequence ?? -1
         let rows = try await connection.query(
             """
-            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns)
+            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns), false
             FROM magicmirror.zones z
             LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id
                 AND CASE WHEN \(generation)::int8 = z.generation AND \(sequence)::int8 >= z.base_seq
@@ -144,9 +159,16 @@ enum RecordRows {
             WHERE z.scope = \(key.scope) AND z.owner = \(key.owner) AND z.record_type = \(key.recordType)
             ORDER BY r.seq, r.id
             """, logger: logger)
-        guard let (row, records) = try await zoneAndRecords(rows) else { return nil }
+        guard let (row, records, _) = try await zoneAndRecords(rows) else { return nil }
         return (row, records, !(token.map(row.canContinue(from:)) ?? false))
     }
+
+    /// Whether a delete rule of the scope space of `magicmirror.zones AS z` targets its
+    /// record type (an index lookup in `delete_rules`).
+    private static let rulesApplyColumn = """
+        EXISTS (SELECT 1 FROM magicmirror.delete_rules d
+                WHERE d.scope = z.scope AND d.owner = z.owner AND d.target_type = z.record_type)
+        """
 
     /// What ``write(_:over:key:writer:on:logger:)`` did.
     enum WriteOutcome: Sendable {
@@ -257,14 +279,18 @@ enum RecordRows {
     }
 
     /// Reads the rows of a zone-and-records query: the zone's columns on every row, a
-    /// record's (or `NULL`s) after them.
-    private static func zoneAndRecords(_ rows: PostgresRowSequence) async throws -> (ZoneRow, [StoredRecord])? {
+    /// record's (or `NULL`s) after them, then whether delete rules apply.
+    private static func zoneAndRecords(
+        _ rows: PostgresRowSequence
+    ) async throws -> (ZoneRow, [StoredRecord], rulesApply: Bool)? {
         var zone: ZoneRow?
         var records: [StoredRecord] = []
+        var rulesApply = false
         for try await (zoneID, generation, base, last, epoch, id, version, fields, millis, counter, writer,
-                       createdMillis, createdCounter) in rows.decode(
-            (Int, Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?).self
+                       createdMillis, createdCounter, rules) in rows.decode(
+            (Int, Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?, Bool).self
         ) {
+            rulesApply = rules
             if zone == nil {
                 zone = ZoneRow(
                     zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last, assetsEpoch: epoch)
@@ -273,11 +299,11 @@ enum RecordRows {
                 records.append(record)
             }
         }
-        return zone.map { ($0, records) }
+        return zone.map { ($0, records, rulesApply) }
     }
 
     /// The record in a row's record columns; `nil` when they are `NULL` (no record joined).
-    private static func record(_ columns: Columns) -> StoredRecord? {
+    static func record(_ columns: Columns) -> StoredRecord? {
         guard let id = columns.0, let version = columns.1, let millis = columns.3, let counter = columns.4,
               let writer = columns.5, let createdMillis = columns.6, let createdCounter = columns.7
         else { return nil }

@@ -18,7 +18,7 @@ struct PostgreSQLCommitRaceTests {
             let zone = ZoneID.public("Todo")
             try await database.commit(
                 [.save("a", fields: Data(#"{"v":1}"#.utf8), baseVersion: 0, timestamp: .testNow())], to: zone)
-            let commit = try await whileHoldingZone(
+            let commit = try await TestServer.whileHoldingZone(
                 "Todo", database: name,
                 [
                     // Another writer's commit of version 2, as the server would store it.
@@ -43,38 +43,6 @@ struct PostgreSQLCommitRaceTests {
         }
     }
 
-    /// Runs `statements` in a transaction that holds the zone's row of `recordType`, starts
-    /// `operation` meanwhile and waits until it waits for a lock, then ends the transaction.
-    ///
-    /// - Returns: The operation, going on.
-    private func whileHoldingZone<Value: Sendable>(
-        _ recordType: String, database name: String, _ statements: [PostgresQuery],
-        _ operation: @escaping @Sendable () async throws -> Value
-    ) async throws -> Task<Value, any Error> {
-        try await TestServer.withAdmin(database: name) { client in
-            try await client.withTransaction(logger: TestServer.logger) { connection in
-                try await connection.query(
-                    "SELECT 1 FROM magicmirror.zones WHERE record_type = \(recordType) FOR UPDATE",
-                    logger: TestServer.logger)
-                for statement in statements { try await connection.query(statement, logger: TestServer.logger) }
-                let task = Task { try await operation() }
-                let deadline = ContinuousClock.now + .seconds(60)
-                var waiting = false
-                while !waiting, ContinuousClock.now < deadline {
-                    for try await count in try await client.query(
-                        """
-                        SELECT count(*)::int8 FROM pg_stat_activity
-                        WHERE datname = current_database() AND wait_event_type = 'Lock'
-                        """, logger: TestServer.logger
-                    ).decode(Int.self) { waiting = count > 0 }
-                    if !waiting { try await Task.sleep(for: .milliseconds(20)) }
-                }
-                #expect(waiting, "the operation never waited for the zone's row")
-                return task // the transaction ends now, and the operation goes on
-            }
-        }
-    }
-
     /// A collection holds the zone's row and removes an asset while a commit that refers to
     /// it waits for the row, after reading the zone: the commit must see the removal (the
     /// zone's assets epoch moved) and be refused, not store a record pointing at nothing.
@@ -85,7 +53,7 @@ struct PostgreSQLCommitRaceTests {
             let asset = try await database.storeAsset(Data("soon gone".utf8), in: zone)
             let fields = try JSONEncoder().encode(["image": asset])
             // What a collection does, held open: lock the zone, remove the asset.
-            let commit = try await whileHoldingZone(
+            let commit = try await TestServer.whileHoldingZone(
                 "Photo", database: name,
                 [
                     "DELETE FROM magicmirror.assets WHERE digest = \(asset.digest)",

@@ -8,7 +8,8 @@
 //
 // `pg-mirror-worker --interactive URL [REPLICA-DIRECTORY]`, `pg-mirror-worker --sharing URL
 // private|shared` and `pg-mirror-worker --photos URL` are mirrors driven from standard input
-// instead (InteractiveWorker.swift, PhotoWorker.swift).
+// instead (InteractiveWorker.swift, PhotoWorker.swift); `pg-mirror-worker --delete-author URL
+// ID` deletes one author (DeleteAuthorWorker.swift).
 import Foundation
 import MagicMirror
 import MagicMirrorPostgreSQL
@@ -32,6 +33,15 @@ if arguments.count >= 3, arguments[1] == "--interactive" {
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("pg-mirror-worker --interactive: \(error)\n".utf8))
+        exit(1)
+    }
+}
+if arguments.count == 4, arguments[1] == "--delete-author" {
+    do {
+        try await DeleteAuthorWorker.run(url: arguments[2], authorID: arguments[3])
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("pg-mirror-worker --delete-author: \(error)\n".utf8))
         exit(1)
     }
 }
