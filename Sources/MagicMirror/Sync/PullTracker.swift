@@ -102,9 +102,16 @@ struct PullTracker<Record: Recordable>: Sendable {
     /// The live records of a change set that are newer than what the mirror knows, which
     /// must be decoded before they are applied.
     func recordsToDecode(in set: ChangeSet) -> [StoredRecord] {
-        set.records.filter { record in
-            !record.isDeleted && (storedRecords[record.id]?.version ?? 0) < record.version
-        }
+        set.records.filter { record in !record.isDeleted && isNewer(record, complete: set.isComplete) }
+    }
+
+    /// Whether a pulled record is newer than what the mirror knows of its id: a later version,
+    /// or, in a complete change set (the zone as it is at its token), another record under
+    /// the same id, made at another time (in a shared zone, another owner's record once the
+    /// first owner's share ended: its version can be lower).
+    private func isNewer(_ record: StoredRecord, complete: Bool) -> Bool {
+        guard let known = storedRecords[record.id] else { return true }
+        return known.version < record.version || (complete && known.created != record.created)
     }
 
     /// Starts applying pulled changes; returns the records a complete set no longer lists
@@ -128,10 +135,12 @@ struct PullTracker<Record: Recordable>: Sendable {
         return vanished
     }
 
-    /// Takes a pulled record when it is newer than the version the mirror knows; whether it
-    /// was.
-    mutating func accept(_ record: StoredRecord) -> Bool {
-        if let known = storedRecords[record.id], known.version >= record.version { return false }
+    /// Takes a pulled record when it is newer than what the mirror knows (see
+    /// ``recordsToDecode(in:)``); whether it was.
+    ///
+    /// - Parameter complete: Whether it comes from a complete change set.
+    mutating func accept(_ record: StoredRecord, complete: Bool) -> Bool {
+        guard isNewer(record, complete: complete) else { return false }
         storedRecords[record.id] = record
         return true
     }

@@ -41,7 +41,7 @@ extension SyncEngine {
             show(stored.id, nil, origin: .remote, state: .committed)
         }
         for record in set.records {
-            guard pull.accept(record) else { continue }
+            guard pull.accept(record, complete: set.isComplete) else { continue }
             HybridLogicalClock.shared.observe(record.modified)
             let value = record.isDeleted ? nil : decoded[record.id]
             guard !queue.hasChange(for: record.id) else {

@@ -10,10 +10,10 @@ import Testing
         ChangeToken(generation: generation, sequence: sequence)
     }
 
-    private func stored(_ id: String, version: Int, deleted: Bool = false) -> StoredRecord {
+    private func stored(_ id: String, version: Int, deleted: Bool = false, createdAt created: Int64 = 0) -> StoredRecord {
         StoredRecord(
             id: id, version: version, fields: deleted ? nil : Data("{}".utf8),
-            modified: HLCTimestamp(millis: Int64(version)), writer: "w")
+            modified: HLCTimestamp(millis: Int64(version)), writer: "w", created: HLCTimestamp(millis: created))
     }
 
     private func loaded(at sequence: Int, _ records: [StoredRecord] = []) -> PullTracker<Chore> {
@@ -58,8 +58,8 @@ import Testing
         let set = ChangeSet(records: [stored("b", version: 2)], token: token(1, generation: 1), isComplete: true)
         let vanished = tracker.startApplying(set, since: start)
         #expect(vanished?.map(\.id) == ["a"])
-        let newer = tracker.accept(set.records[0])
-        let older = tracker.accept(stored("b", version: 1))
+        let newer = tracker.accept(set.records[0], complete: true)
+        let older = tracker.accept(stored("b", version: 1), complete: true)
         #expect(newer)
         #expect(!older, "older than what it knows")
         tracker.finishApplying(set)
@@ -81,17 +81,35 @@ import Testing
 
     @Test func aHeldBackVersionIsDroppedOnceSuperseded() {
         var tracker = loaded(at: 1, [stored("a", version: 1)])
-        _ = tracker.accept(stored("a", version: 2))
+        _ = tracker.accept(stored("a", version: 2), complete: false)
         tracker.holdBack(stored("a", version: 2), value: .success(Chore(id: "a", title: "remote")))
         tracker.remember(stored("a", version: 3))
         let superseded = tracker.takeHeldBack("a")
         #expect(superseded == nil)
 
-        _ = tracker.accept(stored("a", version: 4))
+        _ = tracker.accept(stored("a", version: 4), complete: false)
         tracker.holdBack(stored("a", version: 4), value: nil)
         let latest = tracker.takeHeldBack("a")
         let again = tracker.takeHeldBack("a")
         #expect(latest?.record.version == 4)
         #expect(again == nil, "taken once")
+    }
+
+    /// Another record under a known id (another creation clock) replaces the known one from
+    /// a complete set even with a lower version: a shared zone's record of another owner,
+    /// once the first owner's share ended. An incremental set still goes by version.
+    @Test func anotherRecordUnderAKnownIdIsTakenFromACompleteSet() {
+        var tracker = loaded(at: 1, [stored("t1", version: 3, createdAt: 10)])
+        let other = stored("t1", version: 1, createdAt: 20)
+        #expect(tracker.recordsToDecode(in: ChangeSet(records: [other], token: token(2), isComplete: false)).isEmpty)
+        let fromIncremental = tracker.accept(other, complete: false)
+        #expect(!fromIncremental)
+        let complete = ChangeSet(records: [other], token: token(2), isComplete: true)
+        #expect(tracker.recordsToDecode(in: complete).map(\.version) == [1])
+        let fromComplete = tracker.accept(other, complete: true)
+        #expect(fromComplete)
+        #expect(tracker["t1"]?.created == HLCTimestamp(millis: 20))
+        let again = tracker.accept(stored("t1", version: 1, createdAt: 20), complete: true)
+        #expect(!again, "the same record again")
     }
 }
