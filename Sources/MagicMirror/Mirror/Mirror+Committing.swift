@@ -92,13 +92,7 @@ extension Mirror {
     /// ``SyncEngine/settleRefusal(_:error:)``).
     func settleRefusal(_ refused: [SyncEngine<Record>.Conflict], error: MirrorError) {
         let stored = refused.map { keepStored($0.current) }
-        registrar.willSet(self, keyPath: dataModelKey)
-        let effects = core.withLock { engine in
-            engine.settleRefusal(Array(zip(refused, stored)), error: error)
-            return engine.drain(owner: self)
-        }
-        registrar.didSet(self, keyPath: dataModelKey)
-        deliver(effects)
+        changingDataModel { engine in engine.settleRefusal(Array(zip(refused, stored)), error: error) }
         pullWakeup.signal()
         commitWakeup.signal()
     }
@@ -109,12 +103,7 @@ extension Mirror {
     /// - Returns: Whether it was dropped.
     private func discard(_ taken: SyncEngine<Record>.Conflict) -> Bool {
         let stored = keepStored(taken.current)
-        registrar.willSet(self, keyPath: dataModelKey)
-        let (dropped, effects) = core.withLock { engine in
-            (engine.discard(taken, showing: stored), engine.drain(owner: self))
-        }
-        registrar.didSet(self, keyPath: dataModelKey)
-        deliver(effects)
+        let dropped = changingDataModel { engine in engine.discard(taken, showing: stored) }
         if dropped {
             pullWakeup.signal()
             commitWakeup.signal()

@@ -150,16 +150,23 @@ extension Mirror {
         }) else { return }
         let (conflicts, policy, writerID) = taken
         let resolutions = conflicts.map { owner.resolve($0, policy: policy, writerID: writerID, in: batch.zone) }
-        owner.registrar.willSet(owner, keyPath: owner.dataModelKey)
         // A user switch made meanwhile leaves the conflicts in the old zone's engine (taken
         // back and queued there): `apply` then finds no matching entry here, and the next
         // commit of the mirror finishing that zone meets them again and resolves them.
-        let effects = owner.core.withLock { engine in
+        owner.changingDataModel { engine in
             for (conflict, resolution) in zip(conflicts, resolutions) { engine.apply(resolution, to: conflict) }
-            return engine.drain(owner: owner)
         }
-        owner.registrar.didSet(owner, keyPath: owner.dataModelKey)
-        owner.deliver(effects)
+    }
+
+    /// Runs `body` on the engine as a change of ``dataModel``: Observation is told before and
+    /// after, and the effects are delivered once the lock is released.
+    @discardableResult
+    func changingDataModel<Result>(_ body: (inout SyncEngine<Record>) -> Result) -> Result {
+        registrar.willSet(self, keyPath: dataModelKey)
+        let (result, effects) = core.withLock { engine in (body(&engine), engine.drain(owner: self)) }
+        registrar.didSet(self, keyPath: dataModelKey)
+        deliver(effects)
+        return result
     }
 
     /// Runs `body` on the engine the changes made after `zoneSwitches` user switches belong

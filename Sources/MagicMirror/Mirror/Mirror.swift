@@ -323,12 +323,7 @@ public final class Mirror<Record: Recordable>: Sendable {
             return core.withLock { $0.records.array }
         }
         set {
-            registrar.willSet(self, keyPath: dataModelKey)
-            let (changed, effects) = core.withLock { engine in
-                (engine.replaceAll(with: newValue), engine.drain(owner: self))
-            }
-            registrar.didSet(self, keyPath: dataModelKey)
-            deliver(effects)
+            let changed = changingDataModel { engine in engine.replaceAll(with: newValue) }
             if changed { commitWakeup.signal() }
         }
         _modify {
