@@ -9,7 +9,10 @@ struct Sizes {
     var scaleLarge: Int
     var updates: Int
     var batch: Int
+    /// Records the `open` workload opens (`--open-records N` sets it).
     var open: Int
+    /// Records the `migrate` workload migrates.
+    var migrate: Int
     var edits: Int
     /// Edits per round of `mutate-one`, each of another record: at most `scaleSmall`.
     var editsPerRound: Int
@@ -22,11 +25,12 @@ struct Sizes {
 
     static let full = Sizes(
         inserts: 10_000, scaleSmall: 1_000, scaleLarge: 100_000, updates: 1_000, batch: 100_000,
-        open: 100_000, edits: 1_000, editsPerRound: 1_000, propagate: 1_000, compact: 100_000, asset: 1 << 30,
-        cascade: 10_000)
+        open: 100_000, migrate: 100_000, edits: 1_000, editsPerRound: 1_000, propagate: 1_000,
+        compact: 100_000, asset: 1 << 30, cascade: 10_000)
     static let quick = Sizes(
         inserts: 300, scaleSmall: 200, scaleLarge: 2_000, updates: 100, batch: 2_000,
-        open: 2_000, edits: 100, editsPerRound: 100, propagate: 50, compact: 2_000, asset: 16 << 20, cascade: 500)
+        open: 2_000, migrate: 2_000, edits: 100, editsPerRound: 100, propagate: 50, compact: 2_000,
+        asset: 16 << 20, cascade: 500)
 }
 
 enum Workloads {
@@ -51,7 +55,7 @@ enum Workloads {
         case "view-update": return try await viewUpdate(sizes)
         case "asset": return try await asset(sizes)
         case "fsync-shapes": return try fsyncShapes(count: sizes.updates)
-        case "migrate": return try await migrate(count: sizes.open)
+        case "migrate": return try await migrate(count: sizes.migrate)
         case "cascade-delete": return try await cascadeDelete(sizes)
         default: preconditionFailure("unknown workload \(name)")
         }

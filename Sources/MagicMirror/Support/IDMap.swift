@@ -35,64 +35,267 @@ package struct IDKey: Hashable, Sendable {
 }
 
 /// A dictionary keyed by record ids compared by their bytes (see ``IDKey``).
+///
+/// Its entries lie in two dense arrays (ids and values), found through an open-addressing
+/// table of 8-byte slots (linear probing, at most 3/4 full), each holding 32 bits of the
+/// id's hash and the entry's position. A `Dictionary` keeps its buckets at most 3/4 full
+/// too, but each bucket holds a whole key and value: at 100,000 `StoredRecord`s (just past
+/// a doubling, 262,144 buckets) that is about 29 MiB, where this takes 10 MiB. A mirror and
+/// its database keep several tables with one entry per record, so their memory is most of
+/// what opening a large zone costs.
+///
+/// Removing an entry moves the last one into its place, so the order of iteration is
+/// arbitrary, as a dictionary's is.
 package struct IDMap<Value>: Sequence {
-    private var storage: [IDKey: Value]
+    /// The entries' ids and values, at the same positions.
+    private var ids: [String] = []
+    private var entries: [Value] = []
+    /// `0` for an empty slot, else the id's 32 hash bits above the entry's position + 1.
+    /// Its count is 0 or a power of two.
+    private var slots: [UInt64] = []
 
-    package init() { storage = [:] }
+    package init() {}
 
-    package init(minimumCapacity: Int) { storage = Dictionary(minimumCapacity: minimumCapacity) }
+    package init(minimumCapacity: Int) { reserveCapacity(minimumCapacity) }
 
     package subscript(id: String) -> Value? {
-        get { storage[IDKey(id)] }
-        set { storage[IDKey(id)] = newValue }
-        _modify { yield &storage[IDKey(id)] }
+        get {
+            guard let position = find(id, hash: Self.hash(id)).position else { return nil }
+            return entries[position]
+        }
+        set {
+            let hash = Self.hash(id)
+            let (slot, position) = find(id, hash: hash)
+            switch (position, newValue) {
+            case (let position?, let value?): entries[position] = value
+            case (let position?, nil): remove(slot: slot, position: position)
+            case (nil, let value?): insert(id, value, hash: hash, slot: slot)
+            case (nil, nil): break
+            }
+        }
+        _modify {
+            let hash = Self.hash(id)
+            let (slot, position) = find(id, hash: hash)
+            if let position {
+                // Move the value out of the array (no copy, so that the caller changes it
+                // in place), from the last position, which the array can give up.
+                let last = entries.count - 1
+                let lastSlot = position == last ? slot : swapWithLast(slot: slot, position: position)
+                var value: Value? = entries.removeLast()
+                defer {
+                    if let value {
+                        entries.append(value)
+                    } else {
+                        // The entry is the last one and its value is gone already.
+                        clear(slot: lastSlot)
+                        ids.removeLast()
+                    }
+                }
+                yield &value
+            } else {
+                var value: Value?
+                defer { if let value { insert(id, value, hash: hash, slot: slot) } }
+                yield &value
+            }
+        }
     }
 
     package subscript(id: String, default defaultValue: @autoclosure () -> Value) -> Value {
-        get { storage[IDKey(id), default: defaultValue()] }
-        _modify { yield &storage[IDKey(id), default: defaultValue()] }
+        get { self[id] ?? defaultValue() }
+        _modify {
+            let hash = Self.hash(id)
+            let (slot, found) = find(id, hash: hash)
+            let position: Int
+            if let found {
+                position = found
+            } else {
+                insert(id, defaultValue(), hash: hash, slot: slot)
+                position = entries.count - 1
+            }
+            yield &entries[position]
+        }
     }
 
-    package var count: Int { storage.count }
-    package var isEmpty: Bool { storage.isEmpty }
-    package var keys: LazyMapSequence<Dictionary<IDKey, Value>.Keys, String> { storage.keys.lazy.map(\.id) }
-    package var values: Dictionary<IDKey, Value>.Values { storage.values }
+    package var count: Int { ids.count }
+    package var isEmpty: Bool { ids.isEmpty }
+    /// The ids, in the order of iteration.
+    package var keys: [String] { ids }
+    /// The values, in the order of iteration.
+    package var values: [Value] { entries }
 
     @discardableResult
-    package mutating func removeValue(forKey id: String) -> Value? { storage.removeValue(forKey: IDKey(id)) }
+    package mutating func removeValue(forKey id: String) -> Value? {
+        let (slot, position) = find(id, hash: Self.hash(id))
+        guard let position else { return nil }
+        let value = entries[position]
+        remove(slot: slot, position: position)
+        return value
+    }
 
     @discardableResult
     package mutating func updateValue(_ value: Value, forKey id: String) -> Value? {
-        storage.updateValue(value, forKey: IDKey(id))
+        let hash = Self.hash(id)
+        let (slot, position) = find(id, hash: hash)
+        if let position {
+            let old = entries[position]
+            entries[position] = value
+            return old
+        }
+        insert(id, value, hash: hash, slot: slot)
+        return nil
     }
 
     /// The entries whose value satisfies `isIncluded`.
     package func filter(_ isIncluded: (Value) throws -> Bool) rethrows -> IDMap<Value> {
         var kept = IDMap()
-        kept.storage = try storage.filter { try isIncluded($0.value) }
+        for (id, value) in zip(ids, entries) where try isIncluded(value) { kept[id] = value }
         return kept
     }
 
     package mutating func removeAll(keepingCapacity: Bool = false) {
-        storage.removeAll(keepingCapacity: keepingCapacity)
+        ids.removeAll(keepingCapacity: keepingCapacity)
+        entries.removeAll(keepingCapacity: keepingCapacity)
+        if keepingCapacity {
+            for index in slots.indices { slots[index] = 0 }
+        } else {
+            slots = []
+        }
     }
 
-    package mutating func reserveCapacity(_ capacity: Int) { storage.reserveCapacity(capacity) }
+    package mutating func reserveCapacity(_ capacity: Int) {
+        guard capacity > ids.count else { return }
+        ids.reserveCapacity(capacity)
+        entries.reserveCapacity(capacity)
+        if Self.slotCount(for: capacity) > slots.count { rehash(slotCount: Self.slotCount(for: capacity)) }
+    }
 
     package func makeIterator() -> some IteratorProtocol<(key: String, value: Value)> {
-        storage.lazy.map { (key: $0.key.id, value: $0.value) }.makeIterator()
+        zip(ids, entries).lazy.map { (key: $0.0, value: $0.1) }.makeIterator()
+    }
+
+    // MARK: The table
+
+    /// The 32 hash bits kept in a slot: those of the id's bytes (as ``IDKey`` hashes them).
+    private static func hash(_ id: String) -> UInt64 {
+        UInt64(UInt32(truncatingIfNeeded: IDKey(id).hashValue))
+    }
+
+    /// The fewest slots (a power of two, at least 8) that hold `count` entries at most 3/4 full.
+    private static func slotCount(for count: Int) -> Int {
+        var slots = 8
+        while slots / 4 * 3 < count { slots *= 2 }
+        return slots
+    }
+
+    /// The slot of `id` and its entry's position, or the empty slot where it would go.
+    private func find(_ id: String, hash: UInt64) -> (slot: Int, position: Int?) {
+        guard !slots.isEmpty else { return (0, nil) }
+        let mask = slots.count - 1
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        while true {
+            let content = slots[slot]
+            if content == 0 { return (slot, nil) }
+            if content >> 32 == hash {
+                let position = Int(truncatingIfNeeded: content & 0xFFFF_FFFF) - 1
+                if IDKey.same(ids[position], id) { return (slot, position) }
+            }
+            slot = (slot + 1) & mask
+        }
+    }
+
+    /// The slot that points at `position`.
+    private func slot(of position: Int) -> Int {
+        let mask = slots.count - 1
+        var slot = Int(truncatingIfNeeded: Self.hash(ids[position])) & mask
+        while Int(truncatingIfNeeded: slots[slot] & 0xFFFF_FFFF) != position + 1 { slot = (slot + 1) & mask }
+        return slot
+    }
+
+    private mutating func insert(_ id: String, _ value: Value, hash: UInt64, slot: Int) {
+        var slot = slot
+        if slots.isEmpty || (ids.count + 1) > slots.count / 4 * 3 {
+            rehash(slotCount: Self.slotCount(for: ids.count + 1))
+            slot = find(id, hash: hash).slot
+        }
+        ids.append(id)
+        entries.append(value)
+        slots[slot] = hash << 32 | UInt64(ids.count)
+    }
+
+    /// Removes the entry at `position`, found at `slot`: empties the slot (shifting back the
+    /// slots after it that belong before it) and moves the last entry into the position.
+    private mutating func remove(slot: Int, position: Int) {
+        clear(slot: slot)
+        let last = ids.count - 1
+        if position != last {
+            let lastSlot = self.slot(of: last)
+            slots[lastSlot] = slots[lastSlot] & ~0xFFFF_FFFF | UInt64(position + 1)
+            ids.swapAt(position, last)
+            entries.swapAt(position, last)
+        }
+        ids.removeLast()
+        entries.removeLast()
+    }
+
+    /// Empties `slot`, shifting back the slots after it that belong before it (so that every
+    /// entry stays reachable from its home slot without a gap).
+    private mutating func clear(slot: Int) {
+        let mask = slots.count - 1
+        var hole = slot
+        var next = slot
+        while true {
+            next = (next + 1) & mask
+            let content = slots[next]
+            if content == 0 { break }
+            let home = Int(truncatingIfNeeded: content >> 32) & mask
+            if (next - home) & mask >= (next - hole) & mask {
+                slots[hole] = content
+                hole = next
+            }
+        }
+        slots[hole] = 0
+    }
+
+    /// Swaps the entry at `position` (found at `slot`) with the last one; returns the slot
+    /// that points at the last position.
+    private mutating func swapWithLast(slot: Int, position: Int) -> Int {
+        let last = ids.count - 1
+        let lastSlot = self.slot(of: last)
+        slots[lastSlot] = slots[lastSlot] & ~0xFFFF_FFFF | UInt64(position + 1)
+        slots[slot] = slots[slot] & ~0xFFFF_FFFF | UInt64(last + 1)
+        ids.swapAt(position, last)
+        entries.swapAt(position, last)
+        return slot
+    }
+
+    private mutating func rehash(slotCount: Int) {
+        var table = [UInt64](repeating: 0, count: slotCount)
+        let mask = slotCount - 1
+        for content in slots where content != 0 {
+            var slot = Int(truncatingIfNeeded: content >> 32) & mask
+            while table[slot] != 0 { slot = (slot + 1) & mask }
+            table[slot] = content
+        }
+        slots = table
     }
 }
 
 extension IDMap: Sendable where Value: Sendable {}
 
 extension IDMap: ExpressibleByDictionaryLiteral {
+    /// A map of the given entries; a later entry for an id replaces an earlier one.
     package init(dictionaryLiteral elements: (String, Value)...) {
-        storage = Dictionary(elements.map { (IDKey($0.0), $0.1) }, uniquingKeysWith: { $1 })
+        self.init(minimumCapacity: elements.count)
+        for (id, value) in elements { self[id] = value }
     }
 }
 
-extension IDMap: Equatable where Value: Equatable {}
+extension IDMap: Equatable where Value: Equatable {
+    /// Whether both hold the same ids with equal values, in whatever order.
+    package static func == (lhs: IDMap, rhs: IDMap) -> Bool {
+        lhs.count == rhs.count && lhs.allSatisfy { rhs[$0.key] == $0.value }
+    }
+}
 
 /// A set of record ids compared by their bytes (see ``IDKey``).
 package struct IDSet: Sequence, Sendable, Equatable, ExpressibleByArrayLiteral {

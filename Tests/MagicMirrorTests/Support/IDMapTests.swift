@@ -1,0 +1,88 @@
+import MagicMirror
+import Testing
+
+/// `IDMap`, the dense id table under the zone state and the mirror's tables: it must behave
+/// as the dictionary it replaces, through growth, removals that move entries and in-place
+/// changes.
+@Suite struct IDMapTests {
+    /// Ids that share prefixes and lengths, so that hash bits and probe runs collide in a
+    /// small table.
+    private static func id(_ number: Int) -> String { "record-\(number % 7)-\(number)" }
+
+    @Test func behavesAsADictionaryThroughInsertsUpdatesAndRemovals() {
+        var map = IDMap<Int>()
+        var model: [String: Int] = [:]
+        var generator = SystemRandomNumberGenerator()
+        for step in 0..<20_000 {
+            let id = Self.id(Int.random(in: 0..<600, using: &generator))
+            switch Int.random(in: 0..<6, using: &generator) {
+            case 0, 1:
+                map[id] = step
+                model[id] = step
+            case 2:
+                #expect(map.removeValue(forKey: id) == model.removeValue(forKey: id))
+            case 3:
+                #expect(map.updateValue(step, forKey: id) == model.updateValue(step, forKey: id))
+            case 4:
+                // An in-place change through `_modify`: add, change or remove.
+                let remove = step % 3 == 0
+                map[id]? += 1
+                model[id]? += 1
+                if remove {
+                    map[id] = nil
+                    model[id] = nil
+                }
+            default:
+                map[id, default: 0] += 2
+                model[id, default: 0] += 2
+            }
+            #expect(map.count == model.count)
+        }
+        for (id, value) in model { #expect(map[id] == value) }
+        #expect(Dictionary(uniqueKeysWithValues: map.map { ($0.key, $0.value) }) == model)
+        #expect(Set(map.keys) == Set(model.keys))
+        #expect(map.values.sorted() == model.values.sorted())
+    }
+
+    @Test func anInPlaceChangeThatRemovesTheEntryMovesTheLastOneIn() {
+        var map: IDMap<[Int]> = ["a": [1], "b": [2], "c": [3]]
+        // `_modify` yielding nil removes the entry, wherever it lies.
+        func drop(_ value: inout [Int]?) { value = nil }
+        drop(&map["a"])
+        #expect(map.count == 2 && map["a"] == nil && map["b"] == [2] && map["c"] == [3])
+        map["b"]?.append(4)
+        drop(&map["c"])
+        #expect(map.count == 1 && map["b"] == [2, 4])
+        drop(&map["b"])
+        #expect(map.isEmpty && map["b"] == nil)
+        map["d"] = [5]
+        #expect(map["d"] == [5] && map.count == 1)
+    }
+
+    @Test func idsAreComparedByTheirBytes() {
+        var map = IDMap<Int>()
+        map["e\u{301}"] = 1
+        map["\u{e9}"] = 2
+        #expect(map.count == 2)
+        #expect(map["e\u{301}"] == 1 && map["\u{e9}"] == 2)
+    }
+
+    @Test func equalityIgnoresOrderFilterAndRemoveAllKeepTheRest() {
+        var first = IDMap<Int>()
+        var second = IDMap<Int>()
+        for number in 0..<1_000 { first[Self.id(number)] = number }
+        for number in (0..<1_000).reversed() { second[Self.id(number)] = number }
+        #expect(first == second)
+        second[Self.id(5)] = -1
+        #expect(first != second)
+        let even = first.filter { $0 % 2 == 0 }
+        #expect(even.count == 500 && even[Self.id(4)] == 4 && even[Self.id(5)] == nil)
+        first.removeAll(keepingCapacity: true)
+        #expect(first.isEmpty && first[Self.id(4)] == nil)
+        first[Self.id(4)] = 4
+        #expect(first.count == 1 && first[Self.id(4)] == 4)
+        var reserved = IDMap<Int>(minimumCapacity: 10_000)
+        for number in 0..<10_000 { reserved[Self.id(number)] = number }
+        #expect((0..<10_000).allSatisfy { reserved[Self.id($0)] == $0 })
+    }
+}
