@@ -239,10 +239,10 @@ public final class Mirror<Record: Recordable>: Sendable {
         // Join before loading, so that nothing committed after the load is missed.
         let membership = try ZoneSubscriptions.join(self, database: database, zone: zone)
         core.withLock { $0.subscription = membership }
-        let set = try await database.fetchAll(in: zone)
-        let decoded = schema.decodeInOrder(set.records)
+        var set = try await database.fetchAll(in: zone)
+        var decoded = schema.decodeInOrder(set.records)
         let effects = core.withLock { engine in
-            engine.load(set, decoded: decoded)
+            engine.load(&set, decoded: &decoded)
             return engine.drain(owner: self)
         }
         deliver(effects)

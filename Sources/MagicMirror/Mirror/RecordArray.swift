@@ -332,8 +332,14 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     var mayHaveDuplicates: Bool { tracking?.hasDuplicates ?? false }
 
     /// Starts keeping an id index. Linear time.
-    mutating func startTracking() {
-        tracking = RecordPositions(indexing: elements)
+    ///
+    /// - Parameter ids: The records' ids, in order, when the caller has them already.
+    mutating func startTracking(ids: [String]? = nil) {
+        if let ids {
+            tracking = RecordPositions(indexing: ids)
+        } else {
+            tracking = RecordPositions(indexing: elements)
+        }
     }
 
     /// Rebuilds the id index from scratch. Linear time.

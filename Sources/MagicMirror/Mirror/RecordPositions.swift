@@ -30,16 +30,26 @@ struct RecordPositions: Sendable {
         rebuild(indexing: elements)
     }
 
+    /// Indexes records whose ids are `ids`, in order. Linear time.
+    init(indexing ids: [String]) {
+        rebuild(indexing: ids)
+    }
+
     /// Indexes `elements` from scratch. Linear time.
     mutating func rebuild<Record: Recordable>(indexing elements: [Record]) {
+        rebuild(indexing: elements.map(\.recordID))
+    }
+
+    /// Indexes records whose ids are `ids`, in order, from scratch. Linear time.
+    mutating func rebuild(indexing ids: [String]) {
         var positions = IDMap<Int>()
-        positions.reserveCapacity(elements.count)
+        positions.reserveCapacity(ids.count)
         var duplicates = false
-        for (index, record) in elements.enumerated() {
-            if positions.updateValue(index, forKey: record.recordID) != nil { duplicates = true }
+        for (index, id) in ids.enumerated() {
+            if positions.updateValue(index, forKey: id) != nil { duplicates = true }
         }
         self.positions = positions
-        validBelow = elements.count
+        validBelow = ids.count
         hasDuplicates = duplicates
     }
 

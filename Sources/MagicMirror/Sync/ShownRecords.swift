@@ -42,13 +42,21 @@ struct ShownRecords<Record: Recordable>: Sendable {
     }
 
     /// Shows `records` (already in order), replacing everything.
-    mutating func load(_ records: [Record]) {
+    ///
+    /// - Parameter ids: The records' ids, in the same order, when the caller has them
+    ///   already (the tables then keep these strings rather than forming new ones).
+    mutating func load(_ records: [Record], ids: [String]? = nil) {
+        precondition(ids.map { $0.count == records.count } ?? true, "one id per record")
         storage = RecordArray(records)
-        storage.startTracking()
+        storage.startTracking(ids: ids)
         if storage.mayHaveDuplicates { removeDuplicates(keeping: [:]) }
         valuesByID = [:]
         valuesByID.reserveCapacity(storage.count)
-        for record in storage { valuesByID[record.recordID] = record }
+        if let ids, storage.count == ids.count {
+            for (id, record) in zip(ids, storage) { valuesByID[id] = record }
+        } else {
+            for record in storage { valuesByID[record.recordID] = record }
+        }
     }
 
     /// The value shown for `id`, if any.

@@ -74,29 +74,43 @@ struct SyncEngine<Record: Recordable> {
 
     /// Takes the whole zone as the initial content. `decoded[i]` holds the result of
     /// decoding `set.records[i]` (`nil` for a tombstone).
-    mutating func load(_ set: ChangeSet, decoded: [Result<Record, any Error>?]) {
+    ///
+    /// Empties `set.records` and `decoded` once they are taken, before the shown records'
+    /// tables are built, so that opening a large zone does not hold both at once.
+    mutating func load(_ set: inout ChangeSet, decoded: inout [Result<Record, any Error>?]) {
         var shown: [Record] = []
         shown.reserveCapacity(set.records.count)
-        let stored = set.records
+        // Each shown record's id, as the stored record's string when it has the same bytes:
+        // the mirror's tables then share the database's strings instead of holding copies.
+        var ids: [String] = []
+        ids.reserveCapacity(set.records.count)
         var newest = HLCTimestamp.zero
-        // Creation order, the same in every process (see Views/CreationOrder.swift).
-        let order = stored.indices.sorted {
-            CreationOrder(created: stored[$0].created, id: stored[$0].id)
-                < CreationOrder(created: stored[$1].created, id: stored[$1].id)
-        }
-        for index in order {
-            let record = stored[index]
-            if record.modified > newest { newest = record.modified }
-            guard !record.isDeleted else { continue }
-            switch decoded[index] {
-            case .success(let value)?: shown.append(value)
-            case .failure(let error)?: reportUndecodable(record, error: error)
-            case nil: break
+        do {
+            let stored = set.records
+            // Creation order, the same in every process (see Views/CreationOrder.swift).
+            let order = stored.indices.sorted {
+                CreationOrder(created: stored[$0].created, id: stored[$0].id)
+                    < CreationOrder(created: stored[$1].created, id: stored[$1].id)
+            }
+            for index in order {
+                let record = stored[index]
+                if record.modified > newest { newest = record.modified }
+                guard !record.isDeleted else { continue }
+                switch decoded[index] {
+                case .success(let value)?:
+                    shown.append(value)
+                    let id = value.recordID
+                    ids.append(IDKey.same(id, record.id) ? record.id : id)
+                case .failure(let error)?: reportUndecodable(record, error: error)
+                case nil: break
+                }
             }
         }
         HybridLogicalClock.shared.observe(newest)
         pull.load(set)
-        records.load(shown)
+        set.records = []
+        decoded = []
+        records.load(shown, ids: ids)
     }
 
     // MARK: Local edits
