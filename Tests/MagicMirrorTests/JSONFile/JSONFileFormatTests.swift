@@ -69,6 +69,49 @@ import Testing
         #expect(try await reopened.currentToken(in: zone) == ChangeToken(generation: 1, sequence: 3))
     }
 
+    /// A snapshot's records share one buffer of fields bytes when it is read: each record
+    /// must get exactly its own, whether written as an object or as text, with bad lines
+    /// between them, and keep them through edits and another compaction.
+    @Test func aReadSnapshotGivesEachRecordItsOwnFieldsBytes() async throws {
+        let directory = try TemporaryDirectory("format-fields")
+        defer { directory.remove() }
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url)
+        var saved: [String: Data] = [:]
+        var operations: [RecordOperation] = []
+        for number in 0..<60 {
+            let id = "r\(number)"
+            // Every third record's fields are not compact: they are stored as text.
+            let bytes = number % 3 == 0
+                ? Data("{\n  \"n\" : \(number),\n  \"text\" : \"\(String(repeating: "x", count: number))\"\n}".utf8)
+                : fields(["n": number, "text": String(repeating: "y", count: number)])
+            saved[id] = bytes
+            operations.append(.save(id, fields: bytes, baseVersion: 0, timestamp: HybridLogicalClock.shared.now()))
+        }
+        try await db.commit(operations, to: zone)
+        try await db.compact(zone)
+        // Damage one record's line: it is quarantined, and the others keep their bytes.
+        let snapshot = db.directory(of: zone).appendingPathComponent("snapshot.json")
+        var lines = try String(contentsOf: snapshot, encoding: .utf8).components(separatedBy: "\n")
+        let damaged = try #require(lines.firstIndex { $0.contains(#""id":"r7""#) })
+        lines[damaged] = "{\"id\":\"r7\",\"version\":oops},"
+        try Data(lines.joined(separator: "\n").utf8).write(to: snapshot)
+        saved["r7"] = nil
+
+        let reopened = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let fetched = try await reopened.fetchAll(in: zone)
+        #expect(fetched.records.count == 59)
+        for record in fetched.records { #expect(record.fields == saved[record.id], "record \(record.id)") }
+
+        // Edits and another compaction keep the bytes of the records not edited.
+        try await reopened.commit([jsonSave("r1", ["n": -1], base: 1), jsonDelete("r2", base: 1)], to: zone)
+        saved["r1"] = fields(["n": -1])
+        saved["r2"] = nil
+        try await reopened.compact(zone)
+        let again = try await JSONFileDatabase(isolatedDirectory: directory.url).fetchAll(in: zone)
+        #expect(again.records.count == 58)
+        for record in again.records { #expect(record.fields == saved[record.id], "record \(record.id)") }
+    }
+
     @Test func anUnknownDatabaseFormatIsRefusedAndNothingIsTouched() throws {
         let directory = try TemporaryDirectory("format-db")
         defer { directory.remove() }

@@ -19,12 +19,34 @@ extension JSONFileFormat {
             return JournalEntry(sequence: sequence, record: parsed.record, isLast: parsed.isLast)
         }
 
-        /// Decodes one snapshot record object, or returns `nil`.
-        mutating func parseSnapshotRecord(_ base: UnsafePointer<UInt8>, start: Int, end: Int) -> StoredRecord? {
-            guard let parsed = parse(base, start: start, end: end), parsed.sequence == nil,
-                  parsed.operation == nil, parsed.record.fields != nil
+        /// Decodes one snapshot record object, or returns `nil`. The record's fields are left
+        /// `nil`; their bytes are returned apart (see ``FieldsBytes``), so that the caller
+        /// keeps the fields of all records in one buffer instead of one allocation each.
+        mutating func parseSnapshotRecord(
+            _ base: UnsafePointer<UInt8>, start: Int, end: Int
+        ) -> (record: StoredRecord, fields: FieldsBytes)? {
+            guard let parsed = parse(base, start: start, end: end, deferringFields: true),
+                  parsed.sequence == nil, parsed.operation == nil
             else { return nil }
-            return parsed.record
+            if let range = parsed.fieldsRange { return (parsed.record, .range(range)) }
+            guard let fields = parsed.record.fields else { return nil }
+            var record = parsed.record
+            record.fields = nil
+            return (record, .data(fields))
+        }
+
+        /// Where a record's fields lie: bytes of the parsed buffer (as they were written), or
+        /// a separate copy (fields written as escaped text).
+        enum FieldsBytes {
+            case range(Range<Int>)
+            case data(Data)
+
+            var count: Int {
+                switch self {
+                case .range(let range): range.count
+                case .data(let data): data.count
+                }
+            }
         }
 
         private enum Operation { case save, delete }
@@ -34,9 +56,15 @@ extension JSONFileFormat {
             var operation: Operation?
             var record: StoredRecord
             var isLast: Bool
+            /// The range of the `fields` object in the buffer, when it was not copied.
+            var fieldsRange: Range<Int>?
         }
 
-        private mutating func parse(_ base: UnsafePointer<UInt8>, start: Int, end: Int) -> Parsed? {
+        /// - Parameter deferringFields: Whether to return the range of a `fields` object
+        ///   (``Parsed/fieldsRange``) instead of a copy of its bytes.
+        private mutating func parse(
+            _ base: UnsafePointer<UInt8>, start: Int, end: Int, deferringFields: Bool = false
+        ) -> Parsed? {
             var scanner = JSONScanner(base: base, count: end, position: start)
             guard scanner.consume(UInt8(ascii: "{")) else { return nil }
             var sequence: Int?
@@ -48,6 +76,7 @@ extension JSONFileFormat {
             var writer: String?
             var isLast = false
             var fields: Data?
+            var fieldsRange: Range<Int>?
             scanner.skipWhitespace()
             if scanner.peek == UInt8(ascii: "}") { return nil }
             while true {
@@ -101,12 +130,16 @@ extension JSONFileFormat {
                     guard let value = scanner.readBool() else { return nil }
                     isLast = value
                 case (6, UInt8(ascii: "f")) where scanner.bytesEqual(keyStart, keyEnd, "fields"):
-                    guard fields == nil, scanner.peek == UInt8(ascii: "{") else { return nil }
+                    guard fields == nil, fieldsRange == nil, scanner.peek == UInt8(ascii: "{") else { return nil }
                     let valueStart = scanner.position
                     guard scanner.skipValue() else { return nil }
-                    fields = Data(bytes: scanner.pointer(at: valueStart), count: scanner.position - valueStart)
+                    if deferringFields {
+                        fieldsRange = valueStart..<scanner.position
+                    } else {
+                        fields = Data(bytes: scanner.pointer(at: valueStart), count: scanner.position - valueStart)
+                    }
                 case (10, UInt8(ascii: "f")) where scanner.bytesEqual(keyStart, keyEnd, "fieldsText"):
-                    guard fields == nil, let text = scanner.readString() else { return nil }
+                    guard fields == nil, fieldsRange == nil, let text = scanner.readString() else { return nil }
                     let data = Data(text.utf8)
                     guard JSONScanner.isSingleObject(data) else { return nil }
                     fields = data
@@ -123,7 +156,7 @@ extension JSONFileFormat {
                 sequence: sequence, operation: operation,
                 record: StoredRecord(
                     id: id, version: version, fields: fields, modified: clock, writer: writer, created: created),
-                isLast: isLast)
+                isLast: isLast, fieldsRange: fieldsRange)
         }
 
         private mutating func internedWriter(_ pointer: UnsafePointer<UInt8>, count: Int) -> String {
