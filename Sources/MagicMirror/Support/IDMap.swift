@@ -40,7 +40,7 @@ package struct IDKey: Hashable, Sendable {
 /// table of 8-byte slots (linear probing, at most 3/4 full), each holding 32 bits of the
 /// id's hash and the entry's position. A `Dictionary` keeps its buckets at most 3/4 full
 /// too, but each bucket holds a whole key and value: at 100,000 `StoredRecord`s (just past
-/// a doubling, 262,144 buckets) that is about 29 MiB, where this takes 10 MiB. A mirror and
+/// a doubling, 262,144 buckets) that is about 28 MiB, where this takes about 13. A mirror and
 /// its database keep several tables with one entry per record, so their memory is most of
 /// what opening a large zone costs.
 ///

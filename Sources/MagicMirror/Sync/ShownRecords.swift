@@ -53,7 +53,8 @@ struct ShownRecords<Record: Recordable>: Sendable {
         valuesByID = [:]
         valuesByID.reserveCapacity(storage.count)
         if let ids, storage.count == ids.count {
-            for (id, record) in zip(ids, storage) { valuesByID[id] = record }
+            let shown = storage.array
+            for index in ids.indices { valuesByID[ids[index]] = shown[index] }
         } else {
             for record in storage { valuesByID[record.recordID] = record }
         }
