@@ -30,3 +30,29 @@ import Testing
         #expect(look == Snapshot.take(temporary.path, ignoring: []), "looks compare files, not when they were taken")
     }
 }
+
+/// Where a journal's data ends before its reserved tail of spaces.
+@Suite struct JournalDataEndTests {
+    private func dataEnd(_ text: String) -> Int {
+        Array(text.utf8).withUnsafeBufferPointer { buffer in
+            buffer.baseAddress.map { JSONFileFormat.dataEnd($0, count: buffer.count) } ?? 0
+        }
+    }
+
+    @Test func theDataEndsBeforeTheTrailingSpacesOnly() {
+        #expect(dataEnd("") == 0)
+        #expect(dataEnd(String(repeating: " ", count: 37)) == 0)
+        #expect(dataEnd("{\"a\":1}\n") == 8)
+        // Every alignment of the data's end against the eight-byte steps.
+        for spaces in 0..<20 {
+            for data in ["{}\n", "{\"t\":\"a b \"}\n", "x", "\n"] {
+                #expect(dataEnd(data + String(repeating: " ", count: spaces)) == data.utf8.count, "\(data) + \(spaces)")
+            }
+        }
+        // Spaces inside the data are data.
+        #expect(dataEnd("{\"t\":\"        \"}\n" + String(repeating: " ", count: 100)) == 17)
+        // A torn append whose visible bytes end in a space looks shorter: harmless, as the
+        // bytes before it are not a complete append either.
+        #expect(dataEnd("{\"t\":\"a  " + String(repeating: " ", count: 50)) == 7)
+    }
+}

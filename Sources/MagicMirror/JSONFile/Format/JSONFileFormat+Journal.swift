@@ -97,6 +97,11 @@ extension JSONFileFormat {
     /// and a newline), so a run of spaces at the end is never part of a complete append.
     static func dataEnd(_ base: UnsafePointer<UInt8>, count: Int) -> Int {
         var end = count
+        // Eight bytes at a time: a reserved tail is thousands of spaces.
+        let eightSpaces = UInt64(0x2020_2020_2020_2020)
+        while end >= 8, UnsafeRawPointer(base + end - 8).loadUnaligned(as: UInt64.self) == eightSpaces {
+            end -= 8
+        }
         while end > 0, base[end - 1] == reservedByte { end -= 1 }
         return end
     }
