@@ -1,0 +1,297 @@
+import Foundation
+
+/// An object being encoded: each member is added as (key, where its value lies) and sorted
+/// when the document is written (see ``DirectJSONEncoder``).
+struct DirectKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let writer: DirectJSONWriter
+    let object: Int
+    let codingPath: [any CodingKey]
+
+    private func add(_ key: Key, _ value: DirectJSONWriter.Slot) throws {
+        let name = key.stringValue
+        guard DirectJSONWriter.isASCII(name) else { throw writer.declined() }
+        writer.objects[object].append(DirectJSONWriter.Member(key: name, value: value))
+    }
+
+    private func addText(_ key: Key, _ body: (inout [UInt8]) throws -> Void) throws {
+        try writer.checkUsable()
+        try add(key, writer.text(body))
+    }
+
+    mutating func encodeNil(forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendLiteral("null", to: &$0) }
+    }
+
+    mutating func encode(_ value: Bool, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendLiteral(value ? "true" : "false", to: &$0) }
+    }
+
+    mutating func encode(_ value: String, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendEscaped(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Double, forKey key: Key) throws {
+        try addText(key) { try DirectJSONText.appendFloat(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Float, forKey key: Key) throws {
+        try addText(key) { try DirectJSONText.appendFloat(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int8, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int16, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int32, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int64, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt8, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt16, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt32, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt64, forKey key: Key) throws {
+        try addText(key) { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode<Value: Encodable>(_ value: Value, forKey key: Key) throws {
+        try add(key, writer.encodeNested(value, key: key))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type, forKey key: Key
+    ) -> KeyedEncodingContainer<NestedKey> {
+        let index = writer.newObject()
+        do { try add(key, .object(index)) } catch { writer.decline() }
+        return KeyedEncodingContainer(DirectKeyedEncodingContainer<NestedKey>(
+            writer: writer, object: index, codingPath: codingPath + [key]))
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        let index = writer.newArray()
+        do { try add(key, .array(index)) } catch { writer.decline() }
+        return DirectUnkeyedEncodingContainer(writer: writer, array: index, codingPath: codingPath + [key])
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        writer.decline()
+        return writer
+    }
+
+    mutating func superEncoder(forKey key: Key) -> any Encoder {
+        writer.decline()
+        return writer
+    }
+}
+
+/// An array being encoded: its elements in order.
+struct DirectUnkeyedEncodingContainer: UnkeyedEncodingContainer {
+    let writer: DirectJSONWriter
+    let array: Int
+    let codingPath: [any CodingKey]
+
+    var count: Int { writer.arrays[array].count }
+
+    private func add(_ value: DirectJSONWriter.Slot) {
+        writer.arrays[array].append(value)
+    }
+
+    private func addText(_ body: (inout [UInt8]) throws -> Void) throws {
+        try writer.checkUsable()
+        add(try writer.text(body))
+    }
+
+    mutating func encodeNil() throws {
+        try addText { DirectJSONText.appendLiteral("null", to: &$0) }
+    }
+
+    mutating func encode(_ value: Bool) throws {
+        try addText { DirectJSONText.appendLiteral(value ? "true" : "false", to: &$0) }
+    }
+
+    mutating func encode(_ value: String) throws {
+        try addText { DirectJSONText.appendEscaped(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Double) throws {
+        try addText { try DirectJSONText.appendFloat(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Float) throws {
+        try addText { try DirectJSONText.appendFloat(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int) throws {
+        try addText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int8) throws {
+        try addText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int16) throws {
+        try addText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int32) throws {
+        try addText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int64) throws {
+        try addText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt) throws {
+        try addText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt8) throws {
+        try addText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt16) throws {
+        try addText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt32) throws {
+        try addText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt64) throws {
+        try addText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode<Value: Encodable>(_ value: Value) throws {
+        add(try writer.encodeNested(value, key: DirectIndexKey(index: count)))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type
+    ) -> KeyedEncodingContainer<NestedKey> {
+        let index = writer.newObject()
+        let path = codingPath + [DirectIndexKey(index: count)]
+        add(.object(index))
+        return KeyedEncodingContainer(DirectKeyedEncodingContainer<NestedKey>(
+            writer: writer, object: index, codingPath: path))
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let index = writer.newArray()
+        let path = codingPath + [DirectIndexKey(index: count)]
+        add(.array(index))
+        return DirectUnkeyedEncodingContainer(writer: writer, array: index, codingPath: path)
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        writer.decline()
+        return writer
+    }
+}
+
+/// The value being encoded, as one scalar or one nested value; encoding twice declines.
+struct DirectSingleValueEncodingContainer: SingleValueEncodingContainer {
+    let writer: DirectJSONWriter
+    let codingPath: [any CodingKey]
+
+    private func set(_ value: DirectJSONWriter.Slot) throws {
+        guard case .pending = writer.current else { throw writer.declined() }
+        writer.current = value
+    }
+
+    private func setText(_ body: (inout [UInt8]) throws -> Void) throws {
+        try writer.checkUsable()
+        try set(writer.text(body))
+    }
+
+    mutating func encodeNil() throws {
+        try setText { DirectJSONText.appendLiteral("null", to: &$0) }
+    }
+
+    mutating func encode(_ value: Bool) throws {
+        try setText { DirectJSONText.appendLiteral(value ? "true" : "false", to: &$0) }
+    }
+
+    mutating func encode(_ value: String) throws {
+        try setText { DirectJSONText.appendEscaped(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Double) throws {
+        try setText { try DirectJSONText.appendFloat(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Float) throws {
+        try setText { try DirectJSONText.appendFloat(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int) throws {
+        try setText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int8) throws {
+        try setText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int16) throws {
+        try setText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int32) throws {
+        try setText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int64) throws {
+        try setText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt) throws {
+        try setText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt8) throws {
+        try setText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt16) throws {
+        try setText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt32) throws {
+        try setText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt64) throws {
+        try setText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode<Value: Encodable>(_ value: Value) throws {
+        guard case .pending = writer.current else { throw writer.declined() }
+        let slot = try writer.encodeNested(value)
+        // A value that encodes nothing would leave this container open for a second value.
+        if case .pending = slot { throw writer.declined() }
+        try set(slot)
+    }
+}
