@@ -76,7 +76,7 @@ package enum BatchJSONCoding {
     private static func decodeDirectly<Record: Decodable & Sendable>(
         _ records: [StoredRecord], as type: Record.Type, with decoder: JSONDecoder
     ) -> [Result<Record, any Error>?] {
-        inParallelParts(records.count) { index in
+        inParallelParts(records.count, state: {}) { _, index in
             records[index].fields.map { fields in
                 if let value = try? DirectJSONDecoder.decode(type, from: fields) { return .success(value) }
                 return Result { try decoder.decode(type, from: fields) }
@@ -84,18 +84,19 @@ package enum BatchJSONCoding {
         }
     }
 
-    /// `element(i)` for every `i` in `0..<count`, in order; for large counts computed in one
-    /// part per core, in parallel.
-    private static func inParallelParts<Element>(
-        _ count: Int, _ element: @Sendable (Int) -> Element
+    /// `element(&state, i)` for every `i` in `0..<count`, in order; for large counts computed
+    /// in one part per core, in parallel, each part with its own `state`.
+    private static func inParallelParts<Element, State>(
+        _ count: Int, state makeState: @Sendable () -> State, _ element: @Sendable (inout State, Int) -> Element
     ) -> [Element] {
         let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, count / recordsPerParallelPart))
         return [Element](unsafeUninitializedCapacity: count) { buffer, initialized in
             let output = ResultsBuffer(buffer: buffer)
             DispatchQueue.concurrentPerform(iterations: parts) { part in
                 let range = (count * part / parts)..<(count * (part + 1) / parts)
+                var state = makeState()
                 for index in range {
-                    (output.buffer.baseAddress! + index).initialize(to: element(index))
+                    (output.buffer.baseAddress! + index).initialize(to: element(&state, index))
                 }
             }
             initialized = count
@@ -118,8 +119,9 @@ package enum BatchJSONCoding {
         _ values: [Record], with encoder: JSONEncoder
     ) -> [Result<Data, any Error>] {
         if DirectJSONEncoder.canStandIn(for: encoder) {
-            return inParallelParts(values.count) { index in
-                Result { try DirectJSONEncoder.encode(values[index], direct: true, orWith: encoder) }
+            return inParallelParts(values.count, state: DirectJSONEncoder.Batch.init) { batch, index in
+                if let data = try? batch.encode(values[index]) { return .success(data) }
+                return Result { try encoder.encode(values[index]) }
             }
         }
         if values.count >= minimumBatch, let encoded = try? encoder.encode(values),

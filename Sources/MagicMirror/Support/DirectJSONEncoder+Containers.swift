@@ -4,17 +4,20 @@ import Foundation
 /// when the document is written (see ``DirectJSONEncoder``).
 struct DirectKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let writer: DirectJSONWriter
+    /// The document the container belongs to (see ``DirectJSONWriter/checkUsable(for:)``).
+    let document: Int
     let object: Int
     let codingPath: [any CodingKey]
 
     private func add(_ key: Key, _ value: DirectJSONWriter.Slot) throws {
+        try writer.checkUsable(for: document)
         let name = key.stringValue
         guard DirectJSONWriter.isASCII(name) else { throw writer.declined() }
         writer.objects[object].append(DirectJSONWriter.Member(key: name, value: value))
     }
 
     private func addText(_ key: Key, _ body: (inout [UInt8]) throws -> Void) throws {
-        try writer.checkUsable()
+        try writer.checkUsable(for: document)
         try add(key, writer.text(body))
     }
 
@@ -88,13 +91,14 @@ struct DirectKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProto
         let index = writer.newObject()
         do { try add(key, .object(index)) } catch { writer.decline() }
         return KeyedEncodingContainer(DirectKeyedEncodingContainer<NestedKey>(
-            writer: writer, object: index, codingPath: codingPath + [key]))
+            writer: writer, document: document, object: index, codingPath: codingPath + [key]))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         let index = writer.newArray()
         do { try add(key, .array(index)) } catch { writer.decline() }
-        return DirectUnkeyedEncodingContainer(writer: writer, array: index, codingPath: codingPath + [key])
+        return DirectUnkeyedEncodingContainer(
+            writer: writer, document: document, array: index, codingPath: codingPath + [key])
     }
 
     mutating func superEncoder() -> any Encoder {
@@ -111,18 +115,21 @@ struct DirectKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProto
 /// An array being encoded: its elements in order.
 struct DirectUnkeyedEncodingContainer: UnkeyedEncodingContainer {
     let writer: DirectJSONWriter
+    /// The document the container belongs to (see ``DirectJSONWriter/checkUsable(for:)``).
+    let document: Int
     let array: Int
     let codingPath: [any CodingKey]
 
     var count: Int { writer.arrays[array].count }
 
-    private func add(_ value: DirectJSONWriter.Slot) {
+    private func add(_ value: DirectJSONWriter.Slot) throws {
+        try writer.checkUsable(for: document)
         writer.arrays[array].append(value)
     }
 
     private func addText(_ body: (inout [UInt8]) throws -> Void) throws {
-        try writer.checkUsable()
-        add(try writer.text(body))
+        try writer.checkUsable(for: document)
+        try add(writer.text(body))
     }
 
     mutating func encodeNil() throws {
@@ -186,7 +193,7 @@ struct DirectUnkeyedEncodingContainer: UnkeyedEncodingContainer {
     }
 
     mutating func encode<Value: Encodable>(_ value: Value) throws {
-        add(try writer.encodeNested(value, key: DirectIndexKey(index: count)))
+        try add(writer.encodeNested(value, key: DirectIndexKey(index: count)))
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(
@@ -194,16 +201,16 @@ struct DirectUnkeyedEncodingContainer: UnkeyedEncodingContainer {
     ) -> KeyedEncodingContainer<NestedKey> {
         let index = writer.newObject()
         let path = codingPath + [DirectIndexKey(index: count)]
-        add(.object(index))
+        do { try add(.object(index)) } catch { writer.decline() }
         return KeyedEncodingContainer(DirectKeyedEncodingContainer<NestedKey>(
-            writer: writer, object: index, codingPath: path))
+            writer: writer, document: document, object: index, codingPath: path))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         let index = writer.newArray()
         let path = codingPath + [DirectIndexKey(index: count)]
-        add(.array(index))
-        return DirectUnkeyedEncodingContainer(writer: writer, array: index, codingPath: path)
+        do { try add(.array(index)) } catch { writer.decline() }
+        return DirectUnkeyedEncodingContainer(writer: writer, document: document, array: index, codingPath: path)
     }
 
     mutating func superEncoder() -> any Encoder {

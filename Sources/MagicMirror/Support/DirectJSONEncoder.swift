@@ -69,9 +69,7 @@ package enum DirectJSONEncoder {
     /// - Throws: ``Declined`` when it cannot give `JSONEncoder`'s bytes: encode with
     ///   `JSONEncoder` then.
     package static func encode<Value: Encodable>(_ value: Value) throws -> Data {
-        var output = JSONByteWriter(capacity: 256)
-        try DirectJSONWriter().encodeDocument(value, into: &output)
-        return Data(output.bytes)
+        try DirectJSONWriter().encodeDocument(value)
     }
 
     /// `value` encoded by this encoder when it can stand in for `encoder` and does not
@@ -85,6 +83,20 @@ package enum DirectJSONEncoder {
     ) throws -> Data {
         if direct, let data = try? encode(value) { return data }
         return try encoder.encode(value)
+    }
+
+    /// Encodes many values one after the other, reusing its buffers: one per thread.
+    package struct Batch {
+        private let writer = DirectJSONWriter()
+
+        package init() {}
+
+        /// ``DirectJSONEncoder/encode(_:)`` with this batch's buffers.
+        ///
+        /// - Throws: ``Declined`` when it cannot give `JSONEncoder`'s bytes.
+        package func encode<Value: Encodable>(_ value: Value) throws -> Data {
+            try writer.encodeDocument(value)
+        }
     }
 }
 
@@ -110,8 +122,15 @@ final class DirectJSONWriter: Encoder {
     }
 
     var scratch: [UInt8] = []
+    /// The members of each object of the document, `objects[0..<objectCount]`; the arrays
+    /// past that are kept, emptied, for the next document.
     var objects: [[Member]] = []
+    private var objectCount = 0
+    /// The elements of each array, `arrays[0..<arrayCount]`, likewise.
     var arrays: [[Slot]] = []
+    private var arrayCount = 0
+    /// The document written.
+    private var output = JSONByteWriter(capacity: 256)
     /// The slot the value being encoded fills.
     var current = Slot.pending
     /// Set when a requirement that cannot throw (asking for a container) could not be met
@@ -119,6 +138,8 @@ final class DirectJSONWriter: Encoder {
     var mustDecline = false
     /// Set when the document is written: a container kept past it declines.
     private var isFinished = false
+    /// Counts the documents encoded: a container kept from an earlier one declines.
+    private(set) var document = 0
     var depth = 0
 
     var codingPath: [any CodingKey] = []
@@ -128,12 +149,24 @@ final class DirectJSONWriter: Encoder {
         scratch.reserveCapacity(256)
     }
 
-    /// Encodes `value`, which must encode an object, and writes it to `output`.
-    func encodeDocument<Value: Encodable>(_ value: Value, into output: inout JSONByteWriter) throws {
+    /// Encodes `value`, which must encode an object, and returns its bytes. A writer
+    /// encodes one document after the other, keeping its buffers.
+    func encodeDocument<Value: Encodable>(_ value: Value) throws -> Data {
+        scratch.removeAll(keepingCapacity: true)
+        output.removeAll()
+        objectCount = 0
+        arrayCount = 0
+        mustDecline = false
+        isFinished = false
+        document += 1
+        depth = 0
+        codingPath = []
+        current = .pending
         defer { isFinished = true }
         let slot = try encodeNested(value)
         guard case .object = slot, !mustDecline else { throw DirectJSONEncoder.Declined() }
         try write(slot, to: &output)
+        return Data(output.bytes)
     }
 
     func decline() { mustDecline = true }
@@ -149,6 +182,12 @@ final class DirectJSONWriter: Encoder {
         guard !isFinished, !mustDecline else { throw declined() }
     }
 
+    /// Throws unless a container made for `document` may still add to it.
+    func checkUsable(for document: Int) throws {
+        guard document == self.document else { throw declined() }
+        try checkUsable()
+    }
+
     // MARK: Values
 
     /// Encodes a value of any type and returns where it lies; `key`, when given, is pushed
@@ -160,6 +199,10 @@ final class DirectJSONWriter: Encoder {
         }
         if Value.self == Data.self {
             return try text { DirectJSONText.appendEscaped((value as! Data).base64EncodedString(), to: &$0) }
+        }
+        if Value.self == UUID.self {
+            // What UUID's own encode(to:) writes (its uuidString), without printf.
+            return try text { DirectJSONText.appendEscaped(UUIDText.string(value as! UUID), to: &$0) }
         }
         if Value.self == URL.self {
             return try text { DirectJSONText.appendEscaped((value as! URL).absoluteString, to: &$0) }
@@ -191,13 +234,25 @@ final class DirectJSONWriter: Encoder {
     }
 
     func newObject() -> Int {
-        objects.append([])
-        return objects.count - 1
+        if objectCount < objects.count {
+            objects[objectCount].removeAll(keepingCapacity: true)
+        } else {
+            var members: [Member] = []
+            members.reserveCapacity(8)
+            objects.append(members)
+        }
+        objectCount += 1
+        return objectCount - 1
     }
 
     func newArray() -> Int {
-        arrays.append([])
-        return arrays.count - 1
+        if arrayCount < arrays.count {
+            arrays[arrayCount].removeAll(keepingCapacity: true)
+        } else {
+            arrays.append([])
+        }
+        arrayCount += 1
+        return arrayCount - 1
     }
 
     // MARK: Encoder
@@ -215,7 +270,7 @@ final class DirectJSONWriter: Encoder {
             index = newObject()
         }
         return KeyedEncodingContainer(DirectKeyedEncodingContainer<Key>(
-            writer: self, object: index, codingPath: codingPath))
+            writer: self, document: document, object: index, codingPath: codingPath))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
@@ -230,7 +285,7 @@ final class DirectJSONWriter: Encoder {
             decline()
             index = newArray()
         }
-        return DirectUnkeyedEncodingContainer(writer: self, array: index, codingPath: codingPath)
+        return DirectUnkeyedEncodingContainer(writer: self, document: document, array: index, codingPath: codingPath)
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer {
@@ -249,15 +304,16 @@ final class DirectJSONWriter: Encoder {
                 output.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[start..<end]))
             }
         case .object(let index):
-            var members = objects[index]
-            if members.count > 1 {
-                members.sort { $0.key < $1.key }
-                for position in 1..<members.count where members[position - 1].key == members[position].key {
+            let count = objects[index].count
+            if count > 1 {
+                objects[index].sort { $0.key < $1.key }
+                for position in 1..<count where objects[index][position - 1].key == objects[index][position].key {
                     throw DirectJSONEncoder.Declined()
                 }
             }
             output.append(byte: UInt8(ascii: "{"))
-            for (position, member) in members.enumerated() {
+            for position in 0..<count {
+                let member = objects[index][position]
                 if position > 0 { output.append(byte: UInt8(ascii: ",")) }
                 DirectJSONText.appendEscaped(member.key, to: &output.bytes)
                 output.append(byte: UInt8(ascii: ":"))
@@ -266,9 +322,9 @@ final class DirectJSONWriter: Encoder {
             output.append(byte: UInt8(ascii: "}"))
         case .array(let index):
             output.append(byte: UInt8(ascii: "["))
-            for (position, element) in arrays[index].enumerated() {
+            for position in 0..<arrays[index].count {
                 if position > 0 { output.append(byte: UInt8(ascii: ",")) }
-                try write(element, to: &output)
+                try write(arrays[index][position], to: &output)
             }
             output.append(byte: UInt8(ascii: "]"))
         }

@@ -348,6 +348,31 @@ struct DirectJSONEncoderTests {
         #expect(try DirectJSONEncoder.encode(value) == encoder.encode(value))
     }
 
+    @Test func oneBatchEncodesDocumentAfterDocumentAfterADecline() throws {
+        let batch = DirectJSONEncoder.Batch()
+        for index in 0..<20 {
+            if index % 5 == 2 {
+                #expect(throws: DirectJSONEncoder.Declined.self) { try batch.encode(TwiceKeyed()) }
+                #expect(throws: DirectJSONEncoder.Declined.self) {
+                    try batch.encode(Floats(double: .nan, float: 0, doubles: [], floats: []))
+                }
+            }
+            let value = Everything.make(index)
+            #expect(try batch.encode(value) == encoder.encode(value))
+        }
+    }
+
+    @Test func aContainerKeptFromAnEarlierDocumentDeclines() throws {
+        let batch = DirectJSONEncoder.Batch()
+        // UsesKept writes through the container Keeper kept and ignores its error: in
+        // JSONEncoder's bytes there is no "b".
+        _ = try encoder.encode(Keeper())
+        #expect(String(decoding: try encoder.encode(UsesKept()), as: UTF8.self) == #"{"a":2}"#)
+        // So the direct encoder must not give a document when the kept container is its own.
+        #expect(try batch.encode(Keeper()) == Data(#"{"a":1}"#.utf8))
+        #expect(throws: DirectJSONEncoder.Declined.self) { try batch.encode(UsesKept()) }
+    }
+
     @Test func batchesEncodeDirectlyWithTheSameBytesAndIsolateAFailure() throws {
         var values = (0..<5_000).map { Floats(double: Double($0) / 10, float: 1, doubles: [], floats: []) }
         values[4_321].double = .nan
@@ -357,6 +382,26 @@ struct DirectJSONEncoderTests {
             #expect(try encoded[index].get() == encoder.encode(value))
         }
         #expect(throws: EncodingError.self) { try encoded[4_321].get() }
+    }
+}
+
+/// A type that keeps its container after encoding (which it should not).
+private struct Keeper: Encodable {
+    enum CodingKeys: String, CodingKey { case a, b }
+    nonisolated(unsafe) static var kept: KeyedEncodingContainer<CodingKeys>?
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(1, forKey: .a)
+        Self.kept = container
+    }
+}
+
+/// A type that writes through the container `Keeper` kept.
+private struct UsesKept: Encodable {
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keeper.CodingKeys.self)
+        try container.encode(2, forKey: .a)
+        try? Keeper.kept?.encode(3, forKey: .b)
     }
 }
 
