@@ -121,32 +121,97 @@ final class DirectJSONWriter: Encoder {
         var value: Slot
     }
 
-    var scratch: [UInt8] = []
-    /// The members of each object of the document, `objects[0..<objectCount]`; the arrays
-    /// past that are kept, emptied, for the next document.
-    var objects: [[Member]] = []
-    private var objectCount = 0
-    /// The elements of each array, `arrays[0..<arrayCount]`, likewise.
-    var arrays: [[Slot]] = []
-    private var arrayCount = 0
-    /// The document written.
-    private var output = JSONByteWriter(capacity: 256)
-    /// The slot the value being encoded fills.
-    var current = Slot.pending
-    /// Set when a requirement that cannot throw (asking for a container) could not be met
-    /// as `JSONEncoder` would meet it: the document is then declined.
-    var mustDecline = false
-    /// Set when the document is written: a container kept past it declines.
-    private var isFinished = false
-    /// Counts the documents encoded: a container kept from an earlier one declines.
-    private(set) var document = 0
-    var depth = 0
+    /// The writer's mutable state. It lives behind a pointer, not in stored properties:
+    /// a class's stored properties are checked for exclusive access at run time on every
+    /// access, which was an eighth of encoding a record. One writer is only ever used by one
+    /// thread at a time (one per document, or one per batch part), and no two accesses to
+    /// one field overlap.
+    private struct State {
+        var scratch: [UInt8] = []
+        /// The members of each object of the document, `objects[0..<objectCount]`; the
+        /// arrays past that are kept, emptied, for the next document.
+        var objects: [[Member]] = []
+        var objectCount = 0
+        /// The elements of each array, `arrays[0..<arrayCount]`, likewise.
+        var arrays: [[Slot]] = []
+        var arrayCount = 0
+        /// The document written.
+        var output = JSONByteWriter(capacity: 256)
+        /// The slot the value being encoded fills.
+        var current = Slot.pending
+        /// Set when a requirement that cannot throw (asking for a container) could not be
+        /// met as `JSONEncoder` would meet it: the document is then declined.
+        var mustDecline = false
+        /// Set when the document is written: a container kept past it declines.
+        var isFinished = false
+        /// Counts the documents encoded: a container kept from an earlier one declines.
+        var document = 0
+        var depth = 0
+        var codingPath: [any CodingKey] = []
+    }
 
-    var codingPath: [any CodingKey] = []
+    private let state: UnsafeMutablePointer<State>
+
+    var scratch: [UInt8] {
+        get { state.pointee.scratch }
+        _modify { yield &state.pointee.scratch }
+    }
+    var objects: [[Member]] {
+        get { state.pointee.objects }
+        _modify { yield &state.pointee.objects }
+    }
+    private var objectCount: Int {
+        get { state.pointee.objectCount }
+        _modify { yield &state.pointee.objectCount }
+    }
+    var arrays: [[Slot]] {
+        get { state.pointee.arrays }
+        _modify { yield &state.pointee.arrays }
+    }
+    private var arrayCount: Int {
+        get { state.pointee.arrayCount }
+        _modify { yield &state.pointee.arrayCount }
+    }
+    private var output: JSONByteWriter {
+        get { state.pointee.output }
+        _modify { yield &state.pointee.output }
+    }
+    var current: Slot {
+        get { state.pointee.current }
+        _modify { yield &state.pointee.current }
+    }
+    private(set) var mustDecline: Bool {
+        get { state.pointee.mustDecline }
+        _modify { yield &state.pointee.mustDecline }
+    }
+    private var isFinished: Bool {
+        get { state.pointee.isFinished }
+        _modify { yield &state.pointee.isFinished }
+    }
+    private(set) var document: Int {
+        get { state.pointee.document }
+        _modify { yield &state.pointee.document }
+    }
+    private var depth: Int {
+        get { state.pointee.depth }
+        _modify { yield &state.pointee.depth }
+    }
+
+    var codingPath: [any CodingKey] {
+        get { state.pointee.codingPath }
+        _modify { yield &state.pointee.codingPath }
+    }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     init() {
-        scratch.reserveCapacity(256)
+        state = .allocate(capacity: 1)
+        state.initialize(to: State())
+        state.pointee.scratch.reserveCapacity(256)
+    }
+
+    deinit {
+        state.deinitialize(count: 1)
+        state.deallocate()
     }
 
     /// Encodes `value`, which must encode an object, and returns its bytes. A writer
