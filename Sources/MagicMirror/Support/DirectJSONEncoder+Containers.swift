@@ -113,7 +113,7 @@ struct DirectKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProto
 }
 
 /// An array being encoded: its elements in order.
-struct DirectUnkeyedEncodingContainer: UnkeyedEncodingContainer {
+struct DirectUnkeyedEncodingContainer: UnkeyedEncodingContainer, DirectScalarContainer {
     let writer: DirectJSONWriter
     /// The document the container belongs to (see ``DirectJSONWriter/checkUsable(for:)``).
     let document: Int
@@ -127,69 +127,9 @@ struct DirectUnkeyedEncodingContainer: UnkeyedEncodingContainer {
         writer.arrays[array].append(value)
     }
 
-    private func addText(_ body: (inout [UInt8]) throws -> Void) throws {
+    func putText(_ body: (inout [UInt8]) throws -> Void) throws {
         try writer.checkUsable(for: document)
         try add(writer.text(body))
-    }
-
-    mutating func encodeNil() throws {
-        try addText { DirectJSONText.appendLiteral("null", to: &$0) }
-    }
-
-    mutating func encode(_ value: Bool) throws {
-        try addText { DirectJSONText.appendLiteral(value ? "true" : "false", to: &$0) }
-    }
-
-    mutating func encode(_ value: String) throws {
-        try addText { DirectJSONText.appendEscaped(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Double) throws {
-        try addText { try DirectJSONText.appendFloat(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Float) throws {
-        try addText { try DirectJSONText.appendFloat(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Int) throws {
-        try addText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Int8) throws {
-        try addText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Int16) throws {
-        try addText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Int32) throws {
-        try addText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Int64) throws {
-        try addText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: UInt) throws {
-        try addText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: UInt8) throws {
-        try addText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: UInt16) throws {
-        try addText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: UInt32) throws {
-        try addText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: UInt64) throws {
-        try addText { DirectJSONText.appendDescription(value, to: &$0) }
     }
 
     mutating func encode<Value: Encodable>(_ value: Value) throws {
@@ -220,7 +160,7 @@ struct DirectUnkeyedEncodingContainer: UnkeyedEncodingContainer {
 }
 
 /// The value being encoded, as one scalar or one nested value; encoding twice declines.
-struct DirectSingleValueEncodingContainer: SingleValueEncodingContainer {
+struct DirectSingleValueEncodingContainer: SingleValueEncodingContainer, DirectScalarContainer {
     let writer: DirectJSONWriter
     let codingPath: [any CodingKey]
 
@@ -229,69 +169,9 @@ struct DirectSingleValueEncodingContainer: SingleValueEncodingContainer {
         writer.current = value
     }
 
-    private func setText(_ body: (inout [UInt8]) throws -> Void) throws {
+    func putText(_ body: (inout [UInt8]) throws -> Void) throws {
         try writer.checkUsable()
         try set(writer.text(body))
-    }
-
-    mutating func encodeNil() throws {
-        try setText { DirectJSONText.appendLiteral("null", to: &$0) }
-    }
-
-    mutating func encode(_ value: Bool) throws {
-        try setText { DirectJSONText.appendLiteral(value ? "true" : "false", to: &$0) }
-    }
-
-    mutating func encode(_ value: String) throws {
-        try setText { DirectJSONText.appendEscaped(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Double) throws {
-        try setText { try DirectJSONText.appendFloat(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Float) throws {
-        try setText { try DirectJSONText.appendFloat(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Int) throws {
-        try setText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Int8) throws {
-        try setText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Int16) throws {
-        try setText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Int32) throws {
-        try setText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: Int64) throws {
-        try setText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: UInt) throws {
-        try setText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: UInt8) throws {
-        try setText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: UInt16) throws {
-        try setText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: UInt32) throws {
-        try setText { DirectJSONText.appendDescription(value, to: &$0) }
-    }
-
-    mutating func encode(_ value: UInt64) throws {
-        try setText { DirectJSONText.appendDescription(value, to: &$0) }
     }
 
     mutating func encode<Value: Encodable>(_ value: Value) throws {
@@ -300,5 +180,74 @@ struct DirectSingleValueEncodingContainer: SingleValueEncodingContainer {
         // A value that encodes nothing would leave this container open for a second value.
         if case .pending = slot { throw writer.declined() }
         try set(slot)
+    }
+}
+
+/// The scalars an unkeyed or a single-value container encodes, written alike: each puts
+/// one value's JSON text where the container keeps its values.
+protocol DirectScalarContainer {
+    /// Writes one value's JSON text with `body` and keeps it as the container's next value.
+    func putText(_ body: (inout [UInt8]) throws -> Void) throws
+}
+
+extension DirectScalarContainer {
+    mutating func encodeNil() throws {
+        try putText { DirectJSONText.appendLiteral("null", to: &$0) }
+    }
+
+    mutating func encode(_ value: Bool) throws {
+        try putText { DirectJSONText.appendLiteral(value ? "true" : "false", to: &$0) }
+    }
+
+    mutating func encode(_ value: String) throws {
+        try putText { DirectJSONText.appendEscaped(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Double) throws {
+        try putText { try DirectJSONText.appendFloat(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Float) throws {
+        try putText { try DirectJSONText.appendFloat(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int) throws {
+        try putText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int8) throws {
+        try putText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int16) throws {
+        try putText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int32) throws {
+        try putText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: Int64) throws {
+        try putText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt) throws {
+        try putText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt8) throws {
+        try putText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt16) throws {
+        try putText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt32) throws {
+        try putText { DirectJSONText.appendDescription(value, to: &$0) }
+    }
+
+    mutating func encode(_ value: UInt64) throws {
+        try putText { DirectJSONText.appendDescription(value, to: &$0) }
     }
 }
