@@ -13,7 +13,8 @@ package enum JSONFileInspection {
         /// The generation and sequence of `snapshot.json`, when it has a readable header.
         package var snapshotHeader: (generation: Int, sequence: Int)?
         package var snapshotBytes = 0
-        /// The current generation's journal: its size and complete commits, in order.
+        /// The current generation's journal: the size of its data (without the spaces reserved
+        /// at its end) and its complete commits, in order.
         package var journalBytes = 0
         package var generation = 0
         package var history: [Commit] = []
@@ -168,7 +169,7 @@ package enum JSONFileInspection {
         let journalName = JSONFileFormat.journalFile(zone.generation)
         let journalPath = path + "/" + journalName
         if let bytes = read(journalPath, into: &zone), !bytes.isEmpty {
-            zone.journalBytes = bytes.count
+            zone.journalBytes = JSONFileZone.withoutReservedTail(bytes).count
             var parser = JSONFileFormat.LineParser()
             let scan = bytes.withUnsafeBufferPointer { buffer in
                 JSONFileFormat.scanJournal(
@@ -187,7 +188,7 @@ package enum JSONFileInspection {
             if scan.consumed < bytes.count, bytes[scan.consumed...].contains(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) {
                 zone.problems.append(Problem(
                     kind: "torn-tail", file: journalPath, offset: scan.consumed,
-                    message: "\(bytes.count - scan.consumed) bytes after the last complete append (an unfinished "
+                    message: "\(zone.journalBytes - scan.consumed) bytes after the last complete append (an unfinished "
                         + "write, or one in progress); the next writer cuts them into a quarantine file"))
             }
             for commit in scan.commits {

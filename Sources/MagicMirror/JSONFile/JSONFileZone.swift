@@ -47,10 +47,15 @@ final class JSONFileZone: Sendable {
         /// The current generation's journal; -1 when it does not exist yet.
         var journalFD: Int32 = -1
         var journalWritable = false
-        /// The end of the last complete append read from the journal.
+        /// The end of the last complete append read from the journal: where the next
+        /// append goes.
         var journalEnd = 0
-        /// The journal's size when it was last read.
+        /// The end of the data read from the journal, past `journalEnd` when the bytes of
+        /// an unfinished append follow it (a writer's append in progress, or the remains of
+        /// one that died); the journal's reserved tail (spaces) is not data.
         var journalSeen = 0
+        /// The journal's size when it was last read, reserved tail included.
+        var journalSize = 0
         /// Set when cutting back a failed append failed: the next writer cuts there first,
         /// and readers of this engine read no further.
         var mustTruncateTo: Int?

@@ -31,6 +31,13 @@ enum Platform {
         #endif
     }
 
+    /// The wall clock now, as file times are stamped.
+    static func wallClock() -> timespec {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return now
+    }
+
     /// A file's modification and status-change times.
     static func times(of info: stat) -> (modified: timespec, changed: timespec) {
         #if canImport(Glibc)

@@ -166,7 +166,7 @@ struct AssetRecord: Recordable {
         // Another program appends a copy of that line naming another record and a "digest"
         // that is a path.
         let journal = try JSONFileTestSupport.journal(in: directory.url.appendingPathComponent("public/AssetRecord"))
-        let goodLine = try #require(String(data: try Data(contentsOf: journal), encoding: .utf8)?
+        let goodLine = try #require(String(data: try JSONFileTestSupport.journalData(journal), encoding: .utf8)?
             .split(separator: "\n").last.map(String.init))
         let badLine = goodLine
             .replacingOccurrences(of: "\"seq\":1,", with: "\"seq\":2,")

@@ -121,6 +121,31 @@ import Testing
         #expect(await events.wait(for: zone))
     }
 
+    /// A write that changes neither a file's size nor, within one tick of the clock that
+    /// stamps file times, its times (a journal commit over reserved space) is still reported
+    /// when the directory is polled: a look right after a write cannot tell a second write
+    /// in the same tick by its stamps.
+    @Test(arguments: methods)
+    func reportsASameSizeWriteRightAfterALook(method: DirectoryWatcher.Method) async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let zone = try makeDirectory(temporary, "Todo")
+        let file = zone + "/journal-1.ndjson"
+        try write("{\"seq\":1}\n" + String(repeating: " ", count: 64), to: file)
+        let (watcher, events) = watcher(method)
+        try overwrite(file, at: 10, with: "{\"seq\":2}\n")
+        try watcher.add(zone)  // looks at the directory now, when polled
+        try overwrite(file, at: 20, with: "{\"seq\":3}\n")
+        #expect(await events.wait(for: zone))
+    }
+
+    private func overwrite(_ path: String, at offset: UInt64, with text: String) throws {
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: offset)
+        try handle.write(contentsOf: Data(text.utf8))
+    }
+
     @Test(arguments: methods)
     func removedDirectoryIsNoLongerReported(method: DirectoryWatcher.Method) async throws {
         let temporary = try TemporaryDirectory("watch")

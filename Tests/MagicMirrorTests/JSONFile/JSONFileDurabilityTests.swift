@@ -106,7 +106,7 @@ import Testing
         let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
         let first = try await db.commit([jsonSave("a", ["v": 1])], to: zone)
         let journal = db.directory(of: zone).appendingPathComponent("journal-0.ndjson")
-        let intact = try Data(contentsOf: journal)
+        let intact = try JSONFileTestSupport.journalData(journal)
         let received = MutexBox<[String]>([])
         let subscription = try db.subscribe(to: zone) { received.append(contentsOf: $0.recordIDs) }
         defer { subscription.cancel() }
@@ -123,7 +123,7 @@ import Testing
             #expect(error.file?.hasSuffix("journal-0.ndjson") == true)
         }
         if operation == .write {
-            #expect(try Data(contentsOf: journal) == intact, "the partial append was cut back")
+            #expect(try JSONFileTestSupport.journalData(journal) == intact, "the partial append was cut back")
             #expect(try await db.currentToken(in: zone) == first.token)
         } else {
             // The append was complete when its flush failed, so readers elsewhere may have

@@ -35,7 +35,7 @@ import Testing
             #expect((line["clock"] as? String).flatMap(HLCTimestamp.init) != nil)
         }
         // The raw line keeps the fields last and exactly as saved.
-        let firstLine = try #require(String(contentsOf: journal, encoding: .utf8).split(separator: "\n").first)
+        let firstLine = try #require(JSONFileTestSupport.journalText(journal).split(separator: "\n").first)
         #expect(firstLine.hasSuffix(#","fields":{"title":"Milk"}}"#))
 
         let meta = try JSONFileTestSupport.jsonObject(directory.url.appendingPathComponent("database.json"))

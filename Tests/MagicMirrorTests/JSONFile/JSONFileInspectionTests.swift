@@ -23,7 +23,7 @@ import Testing
         var snapshotLines = try String(contentsOf: snapshot, encoding: .utf8).components(separatedBy: "\n")
         snapshotLines.insert("{not a record},", at: 1)
         try snapshotLines.joined(separator: "\n").write(to: snapshot, atomically: false, encoding: .utf8)
-        let firstLine = try #require(String(contentsOf: journal, encoding: .utf8).split(separator: "\n").first)
+        let firstLine = try #require(JSONFileTestSupport.journalText(journal).split(separator: "\n").first)
         let repeated = firstLine.replacingOccurrences(of: "\"id\":\"r3\"", with: "\"id\":\"r9\"")
         let extra = #"{"seq":90,"op":"save","id":"r4","version":1,"clock":"1763703120123-0","writer":"w-x","end":true,"fields":{"n":4}}"#
         try JSONFileTestSupport.append(Array("garbage\n\(extra)\n\(repeated)\n{\"seq\":91,\"op".utf8), to: journal)

@@ -26,14 +26,14 @@ import Testing
         defer { directory.remove() }
         let (_, zoneDirectory) = try await populate(directory, commits: 2)
         let journal = zoneDirectory.appendingPathComponent("journal-0.ndjson")
-        let intact = try Data(contentsOf: journal)
+        let intact = try JSONFileTestSupport.journalData(journal)
         let torn = Array(#"{"seq":3,"op":"save","id":"r2","version":1,"clo"#.utf8)
         try JSONFileTestSupport.append(torn, to: journal)
         let errors = MirrorErrorCollector(under: directory.url)
 
         let reopened = try JSONFileDatabase(isolatedDirectory: directory.url)
         #expect(Set(try await reopened.fetchAll(in: zone).records.map(\.id)) == ["r0", "r1"])
-        #expect(try Data(contentsOf: journal) == intact, "the torn bytes are cut back to the last newline")
+        #expect(try JSONFileTestSupport.journalData(journal) == intact, "the torn bytes are cut back to the last newline")
         let kept = quarantined(in: zoneDirectory, suffix: ".torn")
         #expect(kept.count == 1)
         #expect(try kept.first.map { try Data(contentsOf: $0) } == Data(torn), "kept byte for byte")
@@ -56,7 +56,7 @@ import Testing
         defer { directory.remove() }
         let (db, zoneDirectory) = try await populate(directory, commits: 2)
         let journal = zoneDirectory.appendingPathComponent("journal-0.ndjson")
-        let intact = try Data(contentsOf: journal)
+        let intact = try JSONFileTestSupport.journalData(journal)
         // An append of two commits (3: x and y, 4: z) whose writer died before its last
         // line, the only one marked "end".
         let clock = HybridLogicalClock.shared.now()
@@ -75,7 +75,7 @@ import Testing
         // Opening cuts it off and keeps it.
         let reopened = try JSONFileDatabase(isolatedDirectory: directory.url)
         #expect(try await reopened.fetch(["x", "y", "z"], in: zone).isEmpty)
-        #expect(try Data(contentsOf: journal) == intact)
+        #expect(try JSONFileTestSupport.journalData(journal) == intact)
         let kept = quarantined(in: zoneDirectory, suffix: ".torn")
         #expect(try kept.map { try Data(contentsOf: $0) } == [Data(unfinished)])
         let next = try await reopened.commit([jsonSave("w", ["v": 1])], to: zone)
@@ -89,7 +89,7 @@ import Testing
         let (_, zoneDirectory) = try await populate(directory, commits: 3)
         let journal = zoneDirectory.appendingPathComponent("journal-0.ndjson")
         // Damage the middle line in place: `"version":1` becomes `"version":X`.
-        var lines = try String(contentsOf: journal, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        var lines = try JSONFileTestSupport.journalText(journal).split(separator: "\n", omittingEmptySubsequences: false)
         lines[1] = Substring(lines[1].replacingOccurrences(of: #""version":1"#, with: #""version":X"#))
         let damagedLine = Data((lines[1] + "\n").utf8)
         try Data(lines.joined(separator: "\n").utf8).write(to: journal)
@@ -126,7 +126,7 @@ import Testing
         try await db.commit([jsonSave("a", ["v": 1]), jsonSave("b", ["v": 1])], to: zone)
         try await db.commit([jsonSave("c", ["v": 1])], to: zone)
         let journal = db.directory(of: zone).appendingPathComponent("journal-0.ndjson")
-        var text = try String(contentsOf: journal, encoding: .utf8)
+        var text = try JSONFileTestSupport.journalText(journal)
         // Damage the line that ends the first commit.
         text = text.replacingOccurrences(of: #""id":"b","version":1"#, with: #""id":"b","version":#"#)
         try Data(text.utf8).write(to: journal)
@@ -141,7 +141,7 @@ import Testing
         defer { directory.remove() }
         let (_, zoneDirectory) = try await populate(directory, commits: 50)
         let journal = zoneDirectory.appendingPathComponent("journal-0.ndjson")
-        var lines = try String(contentsOf: journal, encoding: .utf8).split(separator: "\n").map(String.init)
+        var lines = try JSONFileTestSupport.journalText(journal).split(separator: "\n").map(String.init)
         for index in stride(from: 5, to: 50, by: 10) { lines[index] = "garbage \(index) {{{" }
         try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: journal)
 

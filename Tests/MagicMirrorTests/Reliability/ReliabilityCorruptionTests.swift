@@ -25,9 +25,9 @@ import Testing
         return (directory, writer.directory(of: zone), chores, writer)
     }
 
-    /// The lines of a file, each with its line feed.
+    /// The lines of a journal's data, each with its line feed.
     private func lines(of url: URL) throws -> [Data] {
-        let data = try Data(contentsOf: url)
+        let data = try JSONFileTestSupport.journalData(url)
         var result: [Data] = []
         var start = data.startIndex
         while let newline = data[start...].firstIndex(of: 0x0A) {
@@ -74,14 +74,14 @@ import Testing
         let (directory, zoneDirectory, chores, _) = try await populated("torn")
         defer { directory.remove() }
         let journal = zoneDirectory.appendingPathComponent("journal-0.ndjson")
-        let intact = try Data(contentsOf: journal)
+        let intact = try JSONFileTestSupport.journalData(journal)
         let torn = Data(#"{"seq":4,"op":"save","id":"torn-3","version":1,"clock":"17952"#.utf8)
         try JSONFileTestSupport.append(torn, to: journal)
         let errors = reliabilityErrors(under: directory.url)
 
         let (database, mirror) = try await open(directory)
         #expect(mirror.dataModel.map(\.id) == chores.map(\.id))
-        #expect(try Data(contentsOf: journal) == intact, "cut back to the last complete line")
+        #expect(try JSONFileTestSupport.journalData(journal) == intact, "cut back to the last complete line")
         let kept = Reliability.quarantined(in: zoneDirectory, suffix: ".torn")
         #expect(try kept.map { try Data(contentsOf: $0) } == [torn], "kept byte for byte")
         #expect(errors.errors.items.map(\.kind) == [.corruptEntry])

@@ -262,7 +262,7 @@ import Testing
         let journal = try #require(try FileManager.default.contentsOfDirectory(
             at: replica.url.appendingPathComponent("public/Note"), includingPropertiesForKeys: nil
         ).first { $0.lastPathComponent.hasPrefix("journal-") })
-        var lines = try String(contentsOf: journal, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        var lines = try JSONFileTestSupport.journalText(journal).split(separator: "\n", omittingEmptySubsequences: false)
         let damaged = try #require(lines.firstIndex { $0.contains(#""id":"b""#) })
         lines[damaged] = Substring(String(repeating: "#", count: lines[damaged].count))
         try lines.joined(separator: "\n").write(to: journal, atomically: false, encoding: .utf8)

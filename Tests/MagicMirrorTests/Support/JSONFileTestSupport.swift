@@ -33,10 +33,13 @@ enum JSONFileTestSupport {
         throw MirrorError(.notFound, "mirror-worker not found next to the tests in \(candidates.map(\.path))")
     }
 
-    /// Parses every line of an NDJSON file with `JSONSerialization`, as `jq` would.
+    /// Parses every line of an NDJSON file with `JSONSerialization`, as `jq` would (which
+    /// skips white space between values, such as a journal's reserved tail).
     static func jsonLines(_ url: URL) throws -> [[String: Any]] {
         let text = try String(contentsOf: url, encoding: .utf8)
-        return try text.split(separator: "\n", omittingEmptySubsequences: true).map { line in
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: true)
+            .filter { !$0.allSatisfy { $0 == " " || $0 == "\t" || $0 == "\r" } }
+        return try lines.map { line in
             let object = try JSONSerialization.jsonObject(with: Data(line.utf8))
             return try #require(object as? [String: Any], "not an object: \(line)")
         }
@@ -65,11 +68,25 @@ enum JSONFileTestSupport {
         return zoneDirectory.appendingPathComponent(name)
     }
 
-    /// Appends raw bytes to a file.
+    /// A journal's bytes without the spaces a writer reserved at its end: its data.
+    static func journalData(_ url: URL) throws -> Data {
+        var data = try Data(contentsOf: url)
+        while data.last == UInt8(ascii: " ") { data.removeLast() }
+        return data
+    }
+
+    /// A journal's text without the spaces a writer reserved at its end.
+    static func journalText(_ url: URL) throws -> String {
+        String(decoding: try journalData(url), as: UTF8.self)
+    }
+
+    /// Writes raw bytes where a file's data ends, as a writer appends to a journal: over
+    /// the spaces reserved at its end, if it has them, else at its end.
     static func append(_ bytes: some Sequence<UInt8>, to url: URL) throws {
+        let end = try journalData(url).count
         let handle = try FileHandle(forWritingTo: url)
         defer { try? handle.close() }
-        try handle.seekToEnd()
+        try handle.seek(toOffset: UInt64(end))
         try handle.write(contentsOf: Data(bytes))
     }
 }

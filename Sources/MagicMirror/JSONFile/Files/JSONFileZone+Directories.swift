@@ -60,7 +60,7 @@ extension JSONFileZone {
         let name = JSONFileFormat.journalFile(disk.generation)
         do throws(FileSystem.Failure) {
             (disk.journalFD, disk.journalWritable) = try fileSystem.openWritableOrReadOnly(
-                at: disk.directoryFD, name, flags: O_APPEND | (create ? O_CREAT : 0), mode: fileMode)
+                at: disk.directoryFD, name, flags: create ? O_CREAT : 0, mode: fileMode)
         } catch {
             if error.code == ENOENT && !create { return false }
             throw located(openError(error, name))
@@ -77,6 +77,7 @@ extension JSONFileZone {
         }
         disk.journalEnd = 0
         disk.journalSeen = 0
+        disk.journalSize = 0
         return true
     }
 

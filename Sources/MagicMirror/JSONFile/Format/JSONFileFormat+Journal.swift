@@ -80,6 +80,32 @@ extension JSONFileFormat {
         return scan
     }
 
+    /// The byte a journal's reserved tail is made of: a space, so that a journal with one
+    /// is still JSON text (`jq`, `cat`).
+    static let reservedByte = UInt8(ascii: " ")
+
+    /// How many bytes a writer reserves past its append when the append would grow the
+    /// journal: the appends that follow overwrite reserved bytes instead of growing the
+    /// file, so their flush writes data only, not the file's new size as well.
+    static let journalReserve = 16 * 1024
+
+    /// The end of the data in `count` bytes of journal: the offset past the last byte that
+    /// is not a space (`count` when the stretch does not end in spaces).
+    ///
+    /// What follows is a reserved tail: spaces that a writer put ahead of the data and that
+    /// the next appends overwrite. Journal lines never end in a space (each ends with `}`
+    /// and a newline), so a run of spaces at the end is never part of a complete append.
+    static func dataEnd(_ base: UnsafePointer<UInt8>, count: Int) -> Int {
+        var end = count
+        // Eight bytes at a time: a reserved tail is thousands of spaces.
+        let eightSpaces = UInt64(0x2020_2020_2020_2020)
+        while end >= 8, UnsafeRawPointer(base + end - 8).loadUnaligned(as: UInt64.self) == eightSpaces {
+            end -= 8
+        }
+        while end > 0, base[end - 1] == reservedByte { end -= 1 }
+        return end
+    }
+
     /// Whether the bytes from `start` to `end` are spaces, tabs and carriage returns only.
     static func isBlank(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
         var index = start

@@ -38,8 +38,7 @@ extension JSONFileZone {
             }
             let name = JSONFileFormat.journalFile(generation)
             do {
-                (journalFD, journalWritable) = try fileSystem.openWritableOrReadOnly(
-                    at: disk.directoryFD, name, flags: O_APPEND)
+                (journalFD, journalWritable) = try fileSystem.openWritableOrReadOnly(at: disk.directoryFD, name)
             } catch where error.code != ENOENT {
                 if snapshotFD >= 0 { close(snapshotFD) }
                 throw located(openError(error, name))
@@ -88,6 +87,7 @@ extension JSONFileZone {
         disk.journalWritable = journalWritable
         disk.journalEnd = 0
         disk.journalSeen = 0
+        disk.journalSize = 0
 
         var state = ZoneState(
             generation: generation, sequence: contents.header?.sequence ?? 0, records: contents.records)

@@ -109,6 +109,7 @@ extension JSONFileZone {
             }
             disk.mustTruncateTo = nil
             disk.journalSeen = length
+            disk.journalSize = length
         }
         if snapshotChanged(disk) {
             return try reload(&disk, underLock: underLock)
@@ -139,7 +140,7 @@ extension JSONFileZone {
             return try reload(&disk, underLock: underLock)
         }
         let size = disk.mustTruncateTo.map { min($0, info.size) } ?? info.size
-        if size == disk.journalSeen && !(underLock && size > disk.journalEnd) {
+        if size == disk.journalSize && disk.journalSeen == disk.journalEnd && !appendFollows(disk, size: size) {
             return []
         }
         let scan = try readJournal(&disk, size: size, after: memory.withLock { $0.token.sequence })
@@ -148,6 +149,15 @@ extension JSONFileZone {
         }
         if underLock { try cutTail(&disk) }
         return notifications
+    }
+
+    /// Whether an append may have started at `journalEnd` since the journal was last read,
+    /// when its size did not change: the byte there is no longer a reserved space. One
+    /// `pread` of one byte, so that a read that finds nothing new stays cheap.
+    private func appendFollows(_ disk: Disk, size: Int) -> Bool {
+        guard disk.journalEnd < size else { return false }
+        var byte: UInt8 = 0
+        return pread(disk.journalFD, &byte, 1, off_t(disk.journalEnd)) != 1 || byte != JSONFileFormat.reservedByte
     }
 
     /// Reads the journal from `journalEnd` to `size`, reports its bad lines and the commits
@@ -165,10 +175,10 @@ extension JSONFileZone {
             throw located(MirrorError.posix(error.code, "read", file: path(name)))
         }
         var parser = JSONFileFormat.LineParser()
-        let scan = bytes.withUnsafeBufferPointer { buffer in
-            JSONFileFormat.scanJournal(
-                buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!, count: buffer.count, after: sequence,
-                parser: &parser)
+        let (scan, dataEnd) = bytes.withUnsafeBufferPointer { buffer in
+            let base = buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!
+            let scan = JSONFileFormat.scanJournal(base, count: buffer.count, after: sequence, parser: &parser)
+            return (scan, JSONFileFormat.dataEnd(base, count: buffer.count))
         }
         for bad in scan.bad {
             let range = bad.offset..<(bad.offset + bad.length)
@@ -192,7 +202,8 @@ extension JSONFileZone {
         }
         if foreignClock > .zero { HybridLogicalClock.shared.observe(foreignClock) }
         disk.journalEnd = start + scan.consumed
-        disk.journalSeen = size
+        disk.journalSeen = start + max(scan.consumed, dataEnd)
+        disk.journalSize = size
         return scan
     }
 

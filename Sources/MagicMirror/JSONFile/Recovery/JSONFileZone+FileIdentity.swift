@@ -113,12 +113,13 @@ extension JSONFileZone {
         // All of the old file, not just what this engine read: other writers may have
         // appended to it too before they noticed. Under the lock no one appends to it now.
         let oldSize = JSONFileIO.info(disk.journalFD)?.size ?? disk.journalEnd
-        let old = (try? JSONFileIO.read(disk.journalFD, from: 0, count: oldSize)) ?? []
+        // Their reserved tails (spaces) are not data.
+        let old = Self.withoutReservedTail((try? JSONFileIO.read(disk.journalFD, from: 0, count: oldSize)) ?? [])
         var new: [UInt8] = []
         if let fd = try? fileSystem.open(at: disk.directoryFD, name, flags: O_RDONLY | O_NOFOLLOW) {
             defer { close(fd) }
             let size = JSONFileIO.info(fd)?.size ?? 0
-            new = (try? JSONFileIO.read(fd, from: 0, count: size)) ?? []
+            new = Self.withoutReservedTail((try? JSONFileIO.read(fd, from: 0, count: size)) ?? [])
         }
         let common = min(old.count, new.count)
         let samePrefix = old[..<common].elementsEqual(new[..<common])
@@ -130,6 +131,7 @@ extension JSONFileZone {
                 let fd = try fileSystem.open(
                     at: disk.directoryFD, name, flags: O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, mode: fileMode)
                 defer { close(fd) }
+                try fileSystem.truncate(fd, to: new.count)
                 try fileSystem.write(fd, bytes: missing)
                 try fileSystem.sync(fd)
                 try fileSystem.sync(disk.directoryFD, metadata: true)
@@ -152,6 +154,14 @@ extension JSONFileZone {
             what: "\(name) was replaced by another program with different content; the zone now reads the "
                 + "new file, and the \(old.count) bytes of the previous journal (changes committed before "
                 + "the replacement may be among them)")
+    }
+
+    /// `bytes` of a journal without its reserved tail.
+    static func withoutReservedTail(_ bytes: [UInt8]) -> [UInt8] {
+        let end = bytes.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress.map { JSONFileFormat.dataEnd($0, count: buffer.count) } ?? 0
+        }
+        return Array(bytes[..<end])
     }
 
     /// Removes snapshot temporaries that writers which died in a compaction left behind.

@@ -4,7 +4,9 @@ import Foundation
 /// died) is cut off, and bytes that cannot be used are kept in a quarantine file and
 /// reported once; everything else is loaded.
 extension JSONFileZone {
-    /// Cuts what follows the last complete append (under the writers' lock only).
+    /// Cuts what follows the last complete append (under the writers' lock only): the
+    /// bytes of an unfinished append are kept in quarantine, the reserved tail goes with
+    /// them (the next append reserves again).
     func cutTail(_ disk: inout Disk) throws(MirrorError) {
         guard disk.journalSeen > disk.journalEnd, disk.journalFD >= 0 else { return }
         let name = JSONFileFormat.journalFile(disk.generation)
@@ -24,6 +26,7 @@ extension JSONFileZone {
             throw located(error.mirrorError(file: path(name)))
         }
         disk.journalSeen = disk.journalEnd
+        disk.journalSize = disk.journalEnd
     }
 
     /// Keeps bytes that cannot be used in a quarantine file of the zone, once, and reports

@@ -32,6 +32,32 @@ extension DirectoryWatcher.Core {
         var directoryInode: UInt64?
         /// By file name, without the ignored names.
         var files: [String: FileStamp] = [:]
+        /// When the look was taken (wall clock, as file times are).
+        var takenAt = Platform.wallClock()
+
+        /// How far a file's times may lag the write that set them: file systems stamp times
+        /// from a clock that ticks every few milliseconds.
+        static let timeGranularity: timespec = timespec(tv_sec: 0, tv_nsec: 50_000_000)
+
+        /// Two looks are equal when their files are, whenever they were taken.
+        static func == (lhs: DirectorySnapshot, rhs: DirectorySnapshot) -> Bool {
+            lhs.directoryInode == rhs.directoryInode && lhs.files == rhs.files
+        }
+
+        /// Whether a file changed so close to `earlier` that a second write within the same
+        /// tick of the file clock could hide behind equal stamps: a journal write over
+        /// reserved bytes changes neither its size nor, within a tick, its times.
+        func mayHideAChange(after earlier: timespec) -> Bool {
+            var limit = earlier
+            limit.tv_nsec -= Self.timeGranularity.tv_nsec
+            if limit.tv_nsec < 0 {
+                limit.tv_nsec += 1_000_000_000
+                limit.tv_sec -= 1
+            }
+            return files.values.contains { stamp in
+                (stamp.changed.tv_sec, stamp.changed.tv_nsec) >= (limit.tv_sec, limit.tv_nsec)
+            }
+        }
 
         /// Lists a directory and `lstat`s each entry (symbolic links are not followed).
         static func take(_ directory: String, ignoring ignoredNames: Set<String>) -> DirectorySnapshot {

@@ -46,7 +46,7 @@ extension DirectoryWatcher.Core {
             var changed: [String] = []
             for (directory, look) in looks {
                 guard let previous = state.poll.snapshots[directory] else { continue }  // removed
-                if previous != look {
+                if previous != look || look.mayHideAChange(after: previous.takenAt) {
                     state.poll.snapshots[directory] = look
                     changed.append(directory)
                 }

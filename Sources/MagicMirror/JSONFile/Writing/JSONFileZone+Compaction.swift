@@ -97,7 +97,7 @@ extension JSONFileZone {
         var currentFile = journalName
         do {
             newJournal = try fileSystem.open(
-                at: directoryFD, journalName, flags: O_RDWR | O_APPEND | O_CREAT | O_TRUNC | O_NOFOLLOW,
+                at: directoryFD, journalName, flags: O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW,
                 mode: fileMode)
             if let journalMode { try fileSystem.changeMode(newJournal, to: journalMode) }
             try fileSystem.sync(newJournal)
@@ -151,6 +151,7 @@ extension JSONFileZone {
         disk.journalWritable = true
         disk.journalEnd = 0
         disk.journalSeen = 0
+        disk.journalSize = 0
         disk.mustTruncateTo = nil
         memory.withLock { $0.compact(toGeneration: newGeneration) }
     }

@@ -160,6 +160,11 @@ extension JSONFileZone {
     /// `durable`. On failure the journal is cut back to where it was, so nothing of the
     /// failed append is ever read.
     ///
+    /// The bytes go where the journal's data ends, over the spaces reserved there when the
+    /// file has them: the flush then writes data only, not a new file size as well. An
+    /// append that would grow the file reserves ``JSONFileFormat/journalReserve`` more bytes
+    /// of spaces past itself, in the same `write`.
+    ///
     /// - Throws: An error marked ``MirrorError/nothingStored`` when the append failed before
     ///   its bytes were complete in the file and they were cut off again; otherwise (the
     ///   flush failed after the bytes were in place, so other processes may have read them,
@@ -176,8 +181,19 @@ extension JSONFileZone {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
         let fd = disk.journalFD
+        var written = bytes.count
         do throws(FileSystem.Failure) {
-            try fileSystem.write(fd, bytes: bytes)
+            guard lseek(fd, off_t(start), SEEK_SET) == off_t(start) else {
+                throw FileSystem.Failure(operation: .write, code: errno)
+            }
+            if start + bytes.count > disk.journalSize && bytes.count < JSONFileFormat.journalReserve {
+                var reserving = bytes
+                reserving.append(contentsOf: repeatElement(JSONFileFormat.reservedByte, count: JSONFileFormat.journalReserve))
+                written = reserving.count
+                try fileSystem.write(fd, bytes: reserving)
+            } else {
+                try fileSystem.write(fd, bytes: bytes)
+            }
             if durable {
                 disk.appendWasVisible = true
                 try fileSystem.sync(fd)
@@ -189,6 +205,7 @@ extension JSONFileZone {
                 try fileSystem.truncate(fd, to: start)
                 try? fileSystem.sync(fd)
                 disk.journalSeen = start
+                disk.journalSize = start
                 failure.nothingStored = !disk.appendWasVisible
             } catch {
                 disk.mustTruncateTo = start
@@ -197,6 +214,7 @@ extension JSONFileZone {
         }
         disk.journalEnd = start + bytes.count
         disk.journalSeen = disk.journalEnd
+        disk.journalSize = max(disk.journalSize, start + written)
         try confirmAppend(disk, bytes, at: start)
     }
 
@@ -210,7 +228,7 @@ extension JSONFileZone {
         let name = JSONFileFormat.journalFile(disk.generation)
         let fd: Int32
         do {
-            fd = try fileSystem.open(at: disk.directoryFD, name, flags: O_RDWR | O_APPEND | O_NOFOLLOW)
+            fd = try fileSystem.open(at: disk.directoryFD, name, flags: O_RDWR | O_NOFOLLOW)
         } catch {
             var failure = error.mirrorError(file: path(name))
             failure.message = "\(path(name)) cannot be written by this process: \(String(cString: strerror(error.code)))"

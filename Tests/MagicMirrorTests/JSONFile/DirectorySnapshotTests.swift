@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+
+@testable import MagicMirror
+
+/// The polling watcher's look at a directory. File systems stamp times from a clock that
+/// may tick every few milliseconds (Linux before 6.13 stamps every write of one tick
+/// alike), so a write over reserved journal space, which keeps the size, can hide behind
+/// equal stamps: a file changed within that margin of the previous look counts as changed.
+@Suite struct DirectorySnapshotTests {
+    typealias Snapshot = DirectoryWatcher.Core.DirectorySnapshot
+
+    @Test func aFileChangedJustBeforeALookMayHideASecondChange() throws {
+        let temporary = try TemporaryDirectory("snapshot")
+        defer { temporary.remove() }
+        try Data("{}\n".utf8).write(to: temporary.url.appendingPathComponent("journal-0.ndjson"))
+        let look = Snapshot.take(temporary.path, ignoring: [])
+        #expect(look.files.count == 1)
+        #expect(look.mayHideAChange(after: look.takenAt))
+    }
+
+    @Test func filesUnchangedForLongerThanTheMarginHideNothing() async throws {
+        let temporary = try TemporaryDirectory("snapshot")
+        defer { temporary.remove() }
+        try Data("{}\n".utf8).write(to: temporary.url.appendingPathComponent("journal-0.ndjson"))
+        // Longer than the margin: a slow machine only makes the file older.
+        try await Task.sleep(for: .milliseconds(300))
+        let look = Snapshot.take(temporary.path, ignoring: [])
+        #expect(!look.mayHideAChange(after: look.takenAt))
+        #expect(look == Snapshot.take(temporary.path, ignoring: []), "looks compare files, not when they were taken")
+    }
+}
+
+/// Where a journal's data ends before its reserved tail of spaces.
+@Suite struct JournalDataEndTests {
+    private func dataEnd(_ text: String) -> Int {
+        Array(text.utf8).withUnsafeBufferPointer { buffer in
+            buffer.baseAddress.map { JSONFileFormat.dataEnd($0, count: buffer.count) } ?? 0
+        }
+    }
+
+    @Test func theDataEndsBeforeTheTrailingSpacesOnly() {
+        #expect(dataEnd("") == 0)
+        #expect(dataEnd(String(repeating: " ", count: 37)) == 0)
+        #expect(dataEnd("{\"a\":1}\n") == 8)
+        // Every alignment of the data's end against the eight-byte steps.
+        for spaces in 0..<20 {
+            for data in ["{}\n", "{\"t\":\"a b \"}\n", "x", "\n"] {
+                #expect(dataEnd(data + String(repeating: " ", count: spaces)) == data.utf8.count, "\(data) + \(spaces)")
+            }
+        }
+        // Spaces inside the data are data.
+        #expect(dataEnd("{\"t\":\"        \"}\n" + String(repeating: " ", count: 100)) == 17)
+        // A torn append whose visible bytes end in a space looks shorter: harmless, as the
+        // bytes before it are not a complete append either.
+        #expect(dataEnd("{\"t\":\"a  " + String(repeating: " ", count: 50)) == 7)
+    }
+}
