@@ -417,8 +417,8 @@ enum DirectJSONText {
 
     /// A float as `JSONEncoder` writes it: its `description` without a trailing `.0`;
     /// `.nan` and infinities decline (`JSONEncoder` throws for them).
-    static func appendFloat<Float: BinaryFloatingPoint & CustomStringConvertible>(
-        _ value: Float, to bytes: inout [UInt8]
+    static func appendFloat<Number: BinaryFloatingPoint & CustomStringConvertible>(
+        _ value: Number, to bytes: inout [UInt8]
     ) throws {
         guard value.isFinite else { throw DirectJSONEncoder.Declined() }
         var description = value.description
