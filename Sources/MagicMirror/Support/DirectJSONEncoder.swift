@@ -25,9 +25,9 @@ import Foundation
 ///   of another kind was already encoded, a single value encoded twice, nesting deeper
 ///   than ``maximumDepth``;
 /// - a value that is not an object at the top;
-/// - every platform where `JSONEncoder` sorts keys another way: Apple's Foundation sorts
-///   them numerically and case-insensitively, so there it always declines
-///   (``standsInOnThisPlatform``).
+/// - Apple platforms, where Foundation's `JSONEncoder` is another implementation whose key
+///   order (it compares keys with its own string comparison) is not checked here: there
+///   it always declines (``standsInOnThisPlatform``).
 ///
 /// Like `JSONEncoder` it writes `Date` as seconds since 2001, `Data` as Base64, `URL` as
 /// its `absoluteString`, floats as their shortest `description` without a trailing `.0`,
@@ -40,8 +40,8 @@ package enum DirectJSONEncoder {
     /// own limit.
     package static let maximumDepth = 200
 
-    /// Whether `JSONEncoder` sorts keys the way this encoder reproduces (by `String`
-    /// order); on Apple platforms it compares numerically and case-insensitively.
+    /// Whether this platform's `JSONEncoder` is the one whose bytes this encoder reproduces
+    /// (swift-foundation's, sorting keys by `String` order); not on Apple platforms.
     package static var standsInOnThisPlatform: Bool {
         #if canImport(Darwin)
         return false
