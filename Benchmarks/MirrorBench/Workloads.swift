@@ -169,7 +169,7 @@ enum Workloads {
             directory: directory.url.appendingPathComponent("db"), options: options(durable: true))
         let records = BenchRecord.makeMany(count)
         let seconds = try await time {
-            // Encoded the way a mirror encodes a batch: one JSONEncoder call, split.
+            // Encoded the way a mirror encodes a batch (the direct encoder, in parallel parts).
             let encoded = BatchJSONCoding.encode(records, with: encoder)
             var operations: [RecordOperation] = []
             operations.reserveCapacity(count)
