@@ -173,7 +173,7 @@ enum Workloads {
             directory: directory.url.appendingPathComponent("db"), options: options(durable: true))
         let records = BenchRecord.makeMany(count)
         let seconds = try await time {
-            // Encoded the way a mirror encodes a batch: one JSONEncoder call, split.
+            // Encoded the way a mirror encodes a batch (the direct encoder, in parallel parts).
             let encoded = BatchJSONCoding.encode(records, with: encoder)
             var operations: [RecordOperation] = []
             operations.reserveCapacity(count)
@@ -190,7 +190,7 @@ enum Workloads {
         return BenchResult(
             name: "batch-insert", n: count, seconds: seconds, recordsPerSecond: rate,
             baseline: "JSONEncoder-array", baselineFigure: baselineRate, baselineUnit: "rec/s",
-            ratio: baselineRate / rate, target: "≥ 150000 rec/s", meetsTarget: rate >= 150_000,
+            ratio: baselineRate / rate, target: "≥ 300000 rec/s", meetsTarget: rate >= 300_000,
             note: "encoding each record plus one durable commit")
     }
 

@@ -59,15 +59,24 @@ package struct ZoneState: Sendable {
         }
         var ids: [String] = []
         ids.reserveCapacity(changed.count)
-        for var record in changed {
-            // Changes read from a journal do not carry their creation clock: derive it.
-            record.created = Self.created(after: records[record.id], at: record.modified)
-            records[record.id] = record
+        // One table growth for a large batch instead of one per doubling.
+        records.reserveCapacity(records.count + changed.count)
+        lastSequence.reserveCapacity(lastSequence.count + changed.count)
+        for record in changed {
+            Self.store(record, over: &records[record.id])
             lastSequence[record.id] = sequence
             ids.append(record.id)
         }
         log.append((sequence, ids))
         token.sequence = sequence
+    }
+
+    /// Puts `record` in the place of `stored` (one table lookup for both). Changes read
+    /// from a journal do not carry their creation clock: it is derived from `stored`.
+    private static func store(_ record: StoredRecord, over stored: inout StoredRecord?) {
+        var record = record
+        record.created = created(after: stored, at: record.modified)
+        stored = record
     }
 
     /// The creation clock of a record saved at `timestamp` over `stored`: carried over from a

@@ -76,35 +76,54 @@ package enum BatchJSONCoding {
     private static func decodeDirectly<Record: Decodable & Sendable>(
         _ records: [StoredRecord], as type: Record.Type, with decoder: JSONDecoder
     ) -> [Result<Record, any Error>?] {
-        let count = records.count
+        inParallelParts(records.count, state: {}) { _, index in
+            records[index].fields.map { fields in
+                if let value = try? DirectJSONDecoder.decode(type, from: fields) { return .success(value) }
+                return Result { try decoder.decode(type, from: fields) }
+            }
+        }
+    }
+
+    /// `element(&state, i)` for every `i` in `0..<count`, in order; for large counts computed
+    /// in one part per core, in parallel, each part with its own `state`.
+    private static func inParallelParts<Element, State>(
+        _ count: Int, state makeState: @Sendable () -> State, _ element: @Sendable (inout State, Int) -> Element
+    ) -> [Element] {
         let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, count / recordsPerParallelPart))
-        return [Result<Record, any Error>?](unsafeUninitializedCapacity: count) { buffer, initialized in
+        return [Element](unsafeUninitializedCapacity: count) { buffer, initialized in
             let output = ResultsBuffer(buffer: buffer)
             DispatchQueue.concurrentPerform(iterations: parts) { part in
                 let range = (count * part / parts)..<(count * (part + 1) / parts)
+                var state = makeState()
                 for index in range {
-                    let result: Result<Record, any Error>? = records[index].fields.map { fields in
-                        if let value = try? DirectJSONDecoder.decode(type, from: fields) { return .success(value) }
-                        return Result { try decoder.decode(type, from: fields) }
-                    }
-                    (output.buffer.baseAddress! + index).initialize(to: result)
+                    (output.buffer.baseAddress! + index).initialize(to: element(&state, index))
                 }
             }
             initialized = count
         }
     }
 
-    /// The results of a parallel decode: each part initializes its own range of elements, so
+    /// The results of a parallel part: each part initializes its own range of elements, so
     /// no two threads touch one element (which is why sharing the pointer is safe).
-    private struct ResultsBuffer<Record>: @unchecked Sendable {
-        let buffer: UnsafeMutableBufferPointer<Result<Record, any Error>?>
+    private struct ResultsBuffer<Element>: @unchecked Sendable {
+        let buffer: UnsafeMutableBufferPointer<Element>
     }
 
     /// Encodes every value, in order; each result is the value's JSON object or the error
     /// encoding it raised.
-    package static func encode<Record: Encodable>(
+    ///
+    /// For an encoder ``DirectJSONEncoder`` stands in for, each value is encoded by it (a
+    /// value it declines by `encoder`), in parallel parts for large batches; for any other
+    /// encoder the batch is encoded as one array and split.
+    package static func encode<Record: Encodable & Sendable>(
         _ values: [Record], with encoder: JSONEncoder
     ) -> [Result<Data, any Error>] {
+        if DirectJSONEncoder.canStandIn(for: encoder) {
+            return inParallelParts(values.count, state: DirectJSONEncoder.Batch.init) { batch, index in
+                if let data = try? batch.encode(values[index]) { return .success(data) }
+                return Result { try encoder.encode(values[index]) }
+            }
+        }
         if values.count >= minimumBatch, let encoded = try? encoder.encode(values),
            let parts = splitArray(encoded), parts.count == values.count {
             return parts.map { .success($0) }

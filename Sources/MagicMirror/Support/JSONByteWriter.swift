@@ -75,28 +75,37 @@ package struct JSONByteWriter {
 
     /// Appends `string` as a quoted, escaped JSON string.
     package mutating func append(string: String) {
+        Self.appendQuoted(string, to: &bytes, asJSONEncoder: false)
+    }
+
+    /// Appends `string` quoted and escaped: `"` and `\` with a backslash, `\n \r \t`,
+    /// other control characters as `\u00xx`; and, `asJSONEncoder`, the way `JSONEncoder`
+    /// escapes (what ``DirectJSONEncoder`` must give): `/` as `\/`, `\b` and `\f` too.
+    package static func appendQuoted(_ string: String, to bytes: inout [UInt8], asJSONEncoder: Bool) {
         bytes.append(UInt8(ascii: "\""))
         var string = string
         string.withUTF8 { utf8 in
             var runStart = 0
             for index in 0..<utf8.count {
                 let byte = utf8[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+                        || (asJSONEncoder && byte == UInt8(ascii: "/"))
+                else { continue }
                 if runStart < index {
                     bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
                 }
                 runStart = index + 1
                 bytes.append(UInt8(ascii: "\\"))
                 switch byte {
-                case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))
-                case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"))
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): bytes.append(byte)
                 case 0x0A: bytes.append(UInt8(ascii: "n"))
                 case 0x0D: bytes.append(UInt8(ascii: "r"))
                 case 0x09: bytes.append(UInt8(ascii: "t"))
+                case 0x08 where asJSONEncoder: bytes.append(UInt8(ascii: "b"))
+                case 0x0C where asJSONEncoder: bytes.append(UInt8(ascii: "f"))
                 default:
-                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
                     bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                              hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                                              hexDigit(byte >> 4), hexDigit(byte & 0xF)])
                 }
             }
             if runStart < utf8.count {
@@ -104,5 +113,9 @@ package struct JSONByteWriter {
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 }

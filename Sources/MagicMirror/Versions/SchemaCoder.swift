@@ -22,6 +22,8 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
 
     let migrations: [RecordMigration]
     let encoder: JSONEncoder
+    /// Whether ``DirectJSONEncoder`` stands in for `encoder` (it gives the same bytes).
+    let encodesDirectly: Bool
     let decoder: JSONDecoder
     /// Seals and opens stored fields; `nil` when they are stored open (see SchemaCoder+Sealing).
     let sealer: FieldSealer?
@@ -29,6 +31,7 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     package init(cipher: (any RecordCipher)? = nil) {
         migrations = Record.migrations
         encoder = StoredFieldsFormat.makeEncoder()
+        encodesDirectly = DirectJSONEncoder.canStandIn(for: encoder)
         decoder = StoredFieldsFormat.makeDecoder()
         sealer = cipher.map(FieldSealer.init)
     }
@@ -138,7 +141,12 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     ///
     /// - Throws: The encoder's error when `value` cannot be encoded.
     package func fields(for value: Record, over stored: Data?) throws -> Data {
-        fields(try encoder.encode(value), over: try stored.map(openedBase))
+        fields(try encode(value), over: try stored.map(openedBase))
+    }
+
+    /// `value`'s own fields: its encoding, by ``DirectJSONEncoder`` unless it declines.
+    private func encode(_ value: Record) throws -> Data {
+        try DirectJSONEncoder.encode(value, direct: encodesDirectly, orWith: encoder)
     }
 
     /// `written` (fields the type encoded, or a merge of them) completed with the fields of
@@ -171,7 +179,7 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     /// and encoded again. `nil` when they do not decode (then none is taken for known).
     private func knownFields(_ fields: Data) -> Set<String>? {
         guard let value = try? decoder.decode(Record.self, from: fields),
-              let encoded = try? encoder.encode(value),
+              let encoded = try? encode(value),
               let members = JSONFieldMerge.members(of: encoded)
         else { return nil }
         return Set(members.keys)

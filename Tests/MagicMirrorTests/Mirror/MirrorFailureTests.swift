@@ -195,6 +195,8 @@ private struct Measurement: Recordable {
 
         #expect(notified.count == 1)
         #expect(notified.errors.items.first?.kind == .encodingFailed)
+        // JSONEncoder's error, not the direct encoder's decline.
+        #expect(notified.errors.items.first?.underlying is EncodingError)
         #expect(mirror.pendingChanges.map(\.recordID) == [broken.id])
         #expect(mirror.pendingChanges.first?.isOnHold == true)
         #expect(try await opened.database.fetchAll(in: .public("Chore")).records.map(\.id) == [fine.id])

@@ -19,6 +19,13 @@ extension JSONFileFormat {
         writer.append("}\n")
     }
 
+    /// Room for the journal line of `record`: its fields, id and writer, and the envelope
+    /// around them: close to the line's size (the buffer grows past it when escapes or
+    /// long numbers need more).
+    static func journalLineCapacity(for record: StoredRecord) -> Int {
+        (record.fields?.count ?? 0) + record.id.utf8.count + record.writer.utf8.count + 128
+    }
+
     /// Appends a snapshot record object (without a separator or line feed).
     static func appendSnapshotRecord(to writer: inout JSONByteWriter, record: StoredRecord) {
         writer.append("{\"id\":")

@@ -78,7 +78,12 @@ extension JSONFileZone {
                 // Encode and append every commit that writes, at once.
                 // Only the append's very last line is marked: readers apply nothing of an
                 // append that did not reach its end.
-                var lines = JSONByteWriter(capacity: 256)
+                // Sized once: a large batch's buffer grown by doubling copied and faulted in
+                // about twice its size (perf: a third of a 100,000-record commit).
+                var lines = JSONByteWriter(capacity: plans.reduce(0) { size, plan in
+                    guard case .write(_, let changed, _) = plan else { return size }
+                    return changed.reduce(size) { $0 + JSONFileFormat.journalLineCapacity(for: $1) }
+                })
                 var durable = false
                 let lastWriting = plans.lastIndex { if case .write = $0 { true } else { false } }
                 for (index, plan) in plans.enumerated() {

@@ -1,0 +1,439 @@
+import Foundation
+
+/// Encodes an `Encodable` value straight to the UTF-8 bytes of a JSON object, giving byte
+/// for byte what `StoredFieldsFormat`'s `JSONEncoder` (sorted keys, default strategies)
+/// gives, or declining.
+///
+/// Saving records encodes each one. `JSONEncoder` builds a tree of boxed values for every
+/// record, a new encoder object for every nested value and a dictionary for every object,
+/// then serializes the tree; for records of a few fields that fixed cost is most of its
+/// time. This encoder keeps one growing scratch buffer per document: a scalar is written
+/// as JSON text where it is encoded, an object keeps its members as (key, byte range)
+/// pairs, and the document is written once, each object's keys sorted, at the end.
+///
+/// It never gives bytes `JSONEncoder` would not give. Wherever it cannot be sure of that,
+/// it *declines* (throws ``Declined``), and the caller encodes the value with
+/// `JSONEncoder`, which gives the bytes or the error to report. It declines on:
+///
+/// - anything that throws while encoding (a non-conforming float such as `.nan`, an error
+///   a type's `encode(to:)` throws), so errors always come from `JSONEncoder`;
+/// - object keys that are not ASCII (`JSONEncoder` keeps an object's members in a
+///   dictionary keyed by `String`, where canonically equivalent keys are one key, and
+///   sorts them by `String` order; for ASCII keys both are plain byte order) and keys
+///   encoded twice in one object;
+/// - `Decimal`, `Int128`/`UInt128`, `superEncoder()`, a container asked for where a value
+///   of another kind was already encoded, a single value encoded twice, nesting deeper
+///   than ``maximumDepth``;
+/// - a value that is not an object at the top;
+/// - Apple platforms, where Foundation's `JSONEncoder` is another implementation whose key
+///   order (it compares keys with its own string comparison) is not checked here: there
+///   it always declines (``standsInOnThisPlatform``).
+///
+/// Like `JSONEncoder` it writes `Date` as seconds since 2001, `Data` as Base64, `URL` as
+/// its `absoluteString`, floats as their shortest `description` without a trailing `.0`,
+/// and escapes `"`, `\`, `/` and control characters the same way.
+package enum DirectJSONEncoder {
+    /// Thrown when the encoder cannot be sure to give `JSONEncoder`'s bytes.
+    package struct Declined: Error {}
+
+    /// The deepest nesting encoded (containers within containers), below `JSONEncoder`'s
+    /// own limit.
+    package static let maximumDepth = 200
+
+    /// Whether this platform's `JSONEncoder` is the one whose bytes this encoder reproduces
+    /// (swift-foundation's, sorting keys by `String` order); not on Apple platforms.
+    package static var standsInOnThisPlatform: Bool {
+        #if canImport(Darwin)
+        return false
+        #else
+        return true
+        #endif
+    }
+
+    /// Whether `encoder` encodes exactly as this one: sorted keys and nothing else in its
+    /// output formatting, default strategies, no user info.
+    package static func canStandIn(for encoder: JSONEncoder) -> Bool {
+        guard standsInOnThisPlatform,
+              encoder.outputFormatting == [.sortedKeys],
+              case .deferredToDate = encoder.dateEncodingStrategy,
+              case .base64 = encoder.dataEncodingStrategy,
+              case .throw = encoder.nonConformingFloatEncodingStrategy,
+              case .useDefaultKeys = encoder.keyEncodingStrategy
+        else { return false }
+        return encoder.userInfo.isEmpty
+    }
+
+    /// The JSON object `value` encodes to, byte for byte as a `JSONEncoder` that
+    /// ``canStandIn(for:)`` would give it.
+    ///
+    /// - Throws: ``Declined`` when it cannot give `JSONEncoder`'s bytes: encode with
+    ///   `JSONEncoder` then.
+    package static func encode<Value: Encodable>(_ value: Value) throws -> Data {
+        try DirectJSONWriter().encodeDocument(value)
+    }
+
+    /// `value` encoded by this encoder when it can stand in for `encoder` and does not
+    /// decline, else by `encoder`.
+    ///
+    /// - Parameter direct: Whether this encoder may stand in (``canStandIn(for:)``, asked
+    ///   once by a caller that keeps `encoder`).
+    /// - Throws: `encoder`'s error when `value` does not encode.
+    package static func encode<Value: Encodable>(
+        _ value: Value, direct: Bool, orWith encoder: JSONEncoder
+    ) throws -> Data {
+        if direct, let data = try? encode(value) { return data }
+        return try encoder.encode(value)
+    }
+
+    /// Encodes many values one after the other, reusing its buffers: one per thread.
+    package struct Batch {
+        private let writer = DirectJSONWriter()
+
+        package init() {}
+
+        /// ``DirectJSONEncoder/encode(_:)`` with this batch's buffers.
+        ///
+        /// - Throws: ``Declined`` when it cannot give `JSONEncoder`'s bytes.
+        package func encode<Value: Encodable>(_ value: Value) throws -> Data {
+            try writer.encodeDocument(value)
+        }
+    }
+}
+
+/// The `Encoder` behind ``DirectJSONEncoder``: one per document, shared by every nested
+/// value (its coding path is a stack), writing into one scratch buffer.
+final class DirectJSONWriter: Encoder {
+    /// Where a value's JSON lies, once encoded.
+    enum Slot {
+        /// Nothing encoded yet (a value that encodes nothing is `{}`, as in `JSONEncoder`).
+        case pending
+        /// JSON text in `scratch`, from `start` to one past its last byte.
+        case text(start: Int, end: Int)
+        /// An object: its members are `objects[index]`.
+        case object(Int)
+        /// An array: its elements are `arrays[index]`.
+        case array(Int)
+    }
+
+    /// One member of an object: its key and where its value lies.
+    struct Member {
+        var key: String
+        var value: Slot
+    }
+
+    /// The writer's mutable state. It lives behind a pointer, not in stored properties:
+    /// a class's stored properties are checked for exclusive access at run time on every
+    /// access, which was an eighth of encoding a record. One writer is only ever used by one
+    /// thread at a time (one per document, or one per batch part), and no two accesses to
+    /// one field overlap.
+    private struct State {
+        var scratch: [UInt8] = []
+        /// The members of each object of the document, `objects[0..<objectCount]`; the
+        /// arrays past that are kept, emptied, for the next document.
+        var objects: [[Member]] = []
+        var objectCount = 0
+        /// The elements of each array, `arrays[0..<arrayCount]`, likewise.
+        var arrays: [[Slot]] = []
+        var arrayCount = 0
+        /// The document written.
+        var output = JSONByteWriter(capacity: 256)
+        /// The slot the value being encoded fills.
+        var current = Slot.pending
+        /// Set when a requirement that cannot throw (asking for a container) could not be
+        /// met as `JSONEncoder` would meet it: the document is then declined.
+        var mustDecline = false
+        /// Set when the document is written: a container kept past it declines.
+        var isFinished = false
+        /// Counts the documents encoded: a container kept from an earlier one declines.
+        var document = 0
+        var depth = 0
+        var codingPath: [any CodingKey] = []
+    }
+
+    private let state: UnsafeMutablePointer<State>
+
+    var scratch: [UInt8] {
+        get { state.pointee.scratch }
+        _modify { yield &state.pointee.scratch }
+    }
+    var objects: [[Member]] {
+        get { state.pointee.objects }
+        _modify { yield &state.pointee.objects }
+    }
+    private var objectCount: Int {
+        get { state.pointee.objectCount }
+        _modify { yield &state.pointee.objectCount }
+    }
+    var arrays: [[Slot]] {
+        get { state.pointee.arrays }
+        _modify { yield &state.pointee.arrays }
+    }
+    private var arrayCount: Int {
+        get { state.pointee.arrayCount }
+        _modify { yield &state.pointee.arrayCount }
+    }
+    private var output: JSONByteWriter {
+        get { state.pointee.output }
+        _modify { yield &state.pointee.output }
+    }
+    var current: Slot {
+        get { state.pointee.current }
+        _modify { yield &state.pointee.current }
+    }
+    private(set) var mustDecline: Bool {
+        get { state.pointee.mustDecline }
+        _modify { yield &state.pointee.mustDecline }
+    }
+    private var isFinished: Bool {
+        get { state.pointee.isFinished }
+        _modify { yield &state.pointee.isFinished }
+    }
+    private(set) var document: Int {
+        get { state.pointee.document }
+        _modify { yield &state.pointee.document }
+    }
+    private var depth: Int {
+        get { state.pointee.depth }
+        _modify { yield &state.pointee.depth }
+    }
+
+    var codingPath: [any CodingKey] {
+        get { state.pointee.codingPath }
+        _modify { yield &state.pointee.codingPath }
+    }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init() {
+        state = .allocate(capacity: 1)
+        state.initialize(to: State())
+        state.pointee.scratch.reserveCapacity(256)
+    }
+
+    deinit {
+        state.deinitialize(count: 1)
+        state.deallocate()
+    }
+
+    /// Encodes `value`, which must encode an object, and returns its bytes. A writer
+    /// encodes one document after the other, keeping its buffers.
+    func encodeDocument<Value: Encodable>(_ value: Value) throws -> Data {
+        scratch.removeAll(keepingCapacity: true)
+        output.removeAll()
+        objectCount = 0
+        arrayCount = 0
+        mustDecline = false
+        isFinished = false
+        document += 1
+        depth = 0
+        codingPath = []
+        current = .pending
+        defer { isFinished = true }
+        let slot = try encodeNested(value)
+        guard case .object = slot, !mustDecline else { throw DirectJSONEncoder.Declined() }
+        try write(slot, to: &output)
+        return Data(output.bytes)
+    }
+
+    func decline() { mustDecline = true }
+
+    /// Marks the document declined and returns the error to throw: a type's `encode(to:)`
+    /// that catches it cannot make the document go through.
+    func declined() -> DirectJSONEncoder.Declined {
+        mustDecline = true
+        return DirectJSONEncoder.Declined()
+    }
+
+    func checkUsable() throws {
+        guard !isFinished, !mustDecline else { throw declined() }
+    }
+
+    /// Throws unless a container made for `document` may still add to it.
+    func checkUsable(for document: Int) throws {
+        guard document == self.document else { throw declined() }
+        try checkUsable()
+    }
+
+    // MARK: Values
+
+    /// Encodes a value of any type and returns where it lies; `key`, when given, is pushed
+    /// on the coding path while it encodes.
+    func encodeNested<Value: Encodable>(_ value: Value, key: (any CodingKey)? = nil) throws -> Slot {
+        try checkUsable()
+        if Value.self == Date.self {
+            return try text { try DirectJSONText.appendFloat((value as! Date).timeIntervalSinceReferenceDate, to: &$0) }
+        }
+        if Value.self == Data.self {
+            return try text { DirectJSONText.appendEscaped((value as! Data).base64EncodedString(), to: &$0) }
+        }
+        if Value.self == UUID.self {
+            // What UUID's own encode(to:) writes (its uuidString), without printf.
+            return try text { DirectJSONText.appendEscaped(UUIDText.string(value as! UUID), to: &$0) }
+        }
+        if Value.self == URL.self {
+            return try text { DirectJSONText.appendEscaped((value as! URL).absoluteString, to: &$0) }
+        }
+        if Value.self == Decimal.self { throw declined() }
+        guard depth < DirectJSONEncoder.maximumDepth else { throw declined() }
+        let saved = current
+        depth += 1
+        if let key { codingPath.append(key) }
+        current = .pending
+        defer {
+            current = saved
+            depth -= 1
+            if key != nil { codingPath.removeLast() }
+        }
+        try value.encode(to: self)
+        return current
+    }
+
+    /// Writes JSON text with `body` and returns where it lies.
+    func text(_ body: (inout [UInt8]) throws -> Void) throws -> Slot {
+        let start = scratch.count
+        do {
+            try body(&scratch)
+        } catch {
+            throw declined()
+        }
+        return .text(start: start, end: scratch.count)
+    }
+
+    func newObject() -> Int {
+        if objectCount < objects.count {
+            objects[objectCount].removeAll(keepingCapacity: true)
+        } else {
+            var members: [Member] = []
+            members.reserveCapacity(8)
+            objects.append(members)
+        }
+        objectCount += 1
+        return objectCount - 1
+    }
+
+    func newArray() -> Int {
+        if arrayCount < arrays.count {
+            arrays[arrayCount].removeAll(keepingCapacity: true)
+        } else {
+            arrays.append([])
+        }
+        arrayCount += 1
+        return arrayCount - 1
+    }
+
+    // MARK: Encoder
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        let index: Int
+        switch current {
+        case .pending:
+            index = newObject()
+            current = .object(index)
+        case .object(let existing):
+            index = existing
+        default:
+            decline()
+            index = newObject()
+        }
+        return KeyedEncodingContainer(DirectKeyedEncodingContainer<Key>(
+            writer: self, document: document, object: index, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        let index: Int
+        switch current {
+        case .pending:
+            index = newArray()
+            current = .array(index)
+        case .array(let existing):
+            index = existing
+        default:
+            decline()
+            index = newArray()
+        }
+        return DirectUnkeyedEncodingContainer(writer: self, document: document, array: index, codingPath: codingPath)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        DirectSingleValueEncodingContainer(writer: self, codingPath: codingPath)
+    }
+
+    // MARK: Writing
+
+    /// Writes the value at `slot` to `output`, each object's members sorted by key.
+    func write(_ slot: Slot, to output: inout JSONByteWriter) throws {
+        switch slot {
+        case .pending:
+            output.append("{}")
+        case .text(let start, let end):
+            scratch.withUnsafeBufferPointer { buffer in
+                output.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[start..<end]))
+            }
+        case .object(let index):
+            let count = objects[index].count
+            if count > 1 {
+                objects[index].sort { $0.key < $1.key }
+                for position in 1..<count where objects[index][position - 1].key == objects[index][position].key {
+                    throw DirectJSONEncoder.Declined()
+                }
+            }
+            output.append(byte: UInt8(ascii: "{"))
+            for position in 0..<count {
+                let member = objects[index][position]
+                if position > 0 { output.append(byte: UInt8(ascii: ",")) }
+                DirectJSONText.appendEscaped(member.key, to: &output.bytes)
+                output.append(byte: UInt8(ascii: ":"))
+                try write(member.value, to: &output)
+            }
+            output.append(byte: UInt8(ascii: "}"))
+        case .array(let index):
+            output.append(byte: UInt8(ascii: "["))
+            for position in 0..<arrays[index].count {
+                if position > 0 { output.append(byte: UInt8(ascii: ",")) }
+                try write(arrays[index][position], to: &output)
+            }
+            output.append(byte: UInt8(ascii: "]"))
+        }
+    }
+
+    /// Whether every byte of `key` is ASCII (see ``DirectJSONEncoder`` for why others
+    /// decline).
+    static func isASCII(_ key: String) -> Bool {
+        var key = key
+        return key.withUTF8 { bytes in bytes.allSatisfy { $0 < 0x80 } }
+    }
+}
+
+/// JSON text as `JSONEncoder` writes it: scalars, and strings escaped its way.
+enum DirectJSONText {
+    static func appendLiteral(_ literal: StaticString, to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    /// An integer or a Boolean: its `description`, as `JSONEncoder` writes it.
+    static func appendDescription(_ value: some CustomStringConvertible, to bytes: inout [UInt8]) {
+        var description = value.description
+        description.withUTF8 { bytes.append(contentsOf: $0) }
+    }
+
+    /// A float as `JSONEncoder` writes it: its `description` without a trailing `.0`;
+    /// `.nan` and infinities decline (`JSONEncoder` throws for them).
+    static func appendFloat<Number: BinaryFloatingPoint & CustomStringConvertible>(
+        _ value: Number, to bytes: inout [UInt8]
+    ) throws {
+        guard value.isFinite else { throw DirectJSONEncoder.Declined() }
+        var description = value.description
+        description.withUTF8 { utf8 in
+            var count = utf8.count
+            if count > 2, utf8[count - 2] == UInt8(ascii: "."), utf8[count - 1] == UInt8(ascii: "0") {
+                count -= 2
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[..<count]))
+        }
+    }
+
+    /// `string` quoted, escaped as `JSONEncoder` escapes it: `"`, `\` and `/` with a
+    /// backslash, `\b \f \n \r \t`, other control characters as `\u00xx`.
+    static func appendEscaped(_ string: String, to bytes: inout [UInt8]) {
+        JSONByteWriter.appendQuoted(string, to: &bytes, asJSONEncoder: true)
+    }
+}
