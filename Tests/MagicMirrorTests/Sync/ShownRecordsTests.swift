@@ -34,6 +34,21 @@ import Testing
         #expect(!records.isLent)
     }
 
+    /// Loading with the ids already formed (the stored records' strings) indexes each record
+    /// under its own id, as loading without them does.
+    @Test func loadingWithTheirIdsIndexesEachRecordUnderItsOwn() {
+        var records = ShownRecords<Chore>()
+        records.load([a, b, c], ids: ["a", "b", "c"])
+        #expect(records["a"] == a && records["b"] == b && records["c"] == c)
+        let changes = edit(&records) { array in
+            guard let index = array.firstIndex(ofRecordID: "c") else { return }
+            array[index].title = "x"
+        }
+        #expect(changes.map(\.id) == ["c"])
+        #expect(changes.first?.old == c)
+        #expect(records.array.map(\.title) == ["A", "B", "x"])
+    }
+
     @Test func anEditThatChangesNothingReportsNothing() {
         var records = loaded([a, b])
         let changes = edit(&records) { $0[0].title = "A" }
