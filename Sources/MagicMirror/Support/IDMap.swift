@@ -162,12 +162,20 @@ package struct IDMap<Value>: Sequence {
         }
     }
 
+    /// Makes room for `capacity` entries. Grows at least twofold when it grows, so that
+    /// reserving one more before each insertion (as a commit of one record does) stays
+    /// amortized constant time: `Array.reserveCapacity` allocates exactly what is asked,
+    /// and asking for one more each time would copy every entry each time.
     package mutating func reserveCapacity(_ capacity: Int) {
-        guard capacity > ids.count else { return }
-        ids.reserveCapacity(capacity)
-        entries.reserveCapacity(capacity)
-        if Self.slotCount(for: capacity) > slots.count { rehash(slotCount: Self.slotCount(for: capacity)) }
+        guard capacity > ids.capacity else { return }
+        let target = Swift.max(capacity, 2 * ids.capacity)
+        ids.reserveCapacity(target)
+        entries.reserveCapacity(target)
+        if Self.slotCount(for: target) > slots.count { rehash(slotCount: Self.slotCount(for: target)) }
     }
+
+    /// How many entries fit before the next reallocation.
+    package var capacity: Int { Swift.min(ids.capacity, entries.capacity) }
 
     package func makeIterator() -> some IteratorProtocol<(key: String, value: Value)> {
         zip(ids, entries).lazy.map { (key: $0.0, value: $0.1) }.makeIterator()

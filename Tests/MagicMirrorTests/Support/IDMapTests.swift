@@ -59,6 +59,22 @@ import Testing
         #expect(map["d"] == [5] && map.count == 1)
     }
 
+    /// A commit of one record reserves room for one more before inserting it: the table
+    /// must still grow geometrically (a few reallocations), not by one entry each time
+    /// (which copies every entry on every commit).
+    @Test func reservingOneMoreBeforeEachInsertGrowsGeometrically() {
+        var map = IDMap<Int>()
+        var capacities: Set<Int> = []
+        for number in 0..<5_000 {
+            map.reserveCapacity(map.count + 1)
+            map[Self.id(number)] = number
+            capacities.insert(map.capacity)
+        }
+        #expect(map.count == 5_000)
+        #expect(capacities.count <= 16, "\(capacities.count) reallocations for 5,000 inserts")
+        #expect((0..<5_000).allSatisfy { map[Self.id($0)] == $0 })
+    }
+
     @Test func idsAreComparedByTheirBytes() {
         var map = IDMap<Int>()
         map["e\u{301}"] = 1
