@@ -56,3 +56,39 @@ import Testing
         #expect(dataEnd("{\"t\":\"a  " + String(repeating: " ", count: 50)) == 7)
     }
 }
+
+/// The identity and size the JSON-file database reads of its files: on Linux through a
+/// `statx` that does not read the times (see `JSONFileIO.Statx`), which must give what
+/// `stat` gives.
+@Suite struct FileInfoTests {
+    @Test func infoAgreesWithStat() throws {
+        #if canImport(Glibc)
+        #expect(JSONFileIO.Statx.function != nil, "glibc has statx")
+        #endif
+        let temporary = try TemporaryDirectory("file-info")
+        defer { temporary.remove() }
+        let file = temporary.url.appendingPathComponent("journal-0.ndjson")
+        try Data(String(repeating: "x", count: 1234).utf8).write(to: file)
+        #expect(chmod(file.path, 0o640) == 0)
+        #expect(symlink(file.path, temporary.path + "/link") == 0)
+        let directoryFD = open(temporary.path, O_RDONLY | O_DIRECTORY)
+        let fileFD = open(file.path, O_RDONLY)
+        defer { close(directoryFD); close(fileFD) }
+
+        for (name, info) in [
+            ("journal-0.ndjson", JSONFileIO.info(at: directoryFD, "journal-0.ndjson")),
+            ("journal-0.ndjson", JSONFileIO.info(fileFD)),
+            ("link", JSONFileIO.info(at: directoryFD, "link")),
+            (".", JSONFileIO.info(directoryFD)),
+        ] {
+            var status = stat()
+            #expect(fstatat(directoryFD, name, &status, AT_SYMLINK_NOFOLLOW) == 0)
+            #expect(info == JSONFileIO.FileInfo(status), "\(name)")
+        }
+        #expect(JSONFileIO.info(fileFD)?.size == 1234)
+        #expect(JSONFileIO.info(fileFD)?.mode == 0o640)
+        #expect(JSONFileIO.info(at: directoryFD, "link")?.isSymbolicLink == true)
+        #expect(JSONFileIO.info(directoryFD)?.isDirectory == true)
+        #expect(JSONFileIO.info(at: directoryFD, "missing") == nil && errno == ENOENT)
+    }
+}

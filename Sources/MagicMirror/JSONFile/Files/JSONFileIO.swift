@@ -14,6 +14,9 @@ enum JSONFileIO {
 
     /// `fstat` of an open file, or `nil` with `errno` set.
     static func info(_ fd: Int32) -> FileInfo? {
+        #if canImport(Glibc)
+        if let statx = Statx.function { return Statx.info(statx, fd, "", Statx.emptyPath) }
+        #endif
         var status = stat()
         guard fstat(fd, &status) == 0 else { return nil }
         return FileInfo(status)
@@ -21,10 +24,66 @@ enum JSONFileIO {
 
     /// `fstatat` without following a final symbolic link, or `nil` with `errno` set.
     static func info(at directory: Int32, _ name: String) -> FileInfo? {
+        #if canImport(Glibc)
+        if let statx = Statx.function { return Statx.info(statx, directory, name, AT_SYMLINK_NOFOLLOW) }
+        #endif
         var status = stat()
         guard fstatat(directory, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
         return FileInfo(status)
     }
+
+    #if canImport(Glibc)
+    /// `statx` asking for the type, mode, inode and size only, not the times.
+    ///
+    /// Linux 6.13 and later stamp a file's times finely once they have been read (multigrain
+    /// timestamps): after an `fstat`, the next write changes the journal's inode, and its
+    /// `fdatasync` costs as much as one that grows the file (measured here: 280 µs instead of
+    /// 180 µs), which undoes the journal's reserved space. A `statx` that does not ask for the
+    /// times does not read them. Glibc declares `statx` only under `_GNU_SOURCE`, so it is
+    /// looked up by name; where it is missing, `fstat` serves.
+    enum Statx {
+        typealias Function = @convention(c) (
+            Int32, UnsafePointer<CChar>, Int32, UInt32, UnsafeMutableRawPointer
+        ) -> Int32
+
+        static let function: Function? = {
+            guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "statx") else { return nil }
+            return unsafeBitCast(symbol, to: Function.self)
+        }()
+
+        /// `AT_EMPTY_PATH` (a GNU flag): the descriptor itself.
+        static let emptyPath: Int32 = 0x1000
+
+        /// `STATX_TYPE | STATX_MODE | STATX_INO | STATX_SIZE`.
+        static let mask: UInt32 = 0x0001 | 0x0002 | 0x0100 | 0x0200
+
+        static func info(_ statx: Function, _ directory: Int32, _ path: String, _ flags: Int32) -> FileInfo? {
+            // `struct statx` is 256 bytes; its layout is the kernel's ABI.
+            withUnsafeTemporaryAllocation(byteCount: 256, alignment: 8) { buffer -> FileInfo? in
+                let base = buffer.baseAddress!
+                guard statx(directory, path, flags, mask, base) == 0 else { return nil }
+                let mode = mode_t(base.load(fromByteOffset: 28, as: UInt16.self))
+                let major = base.load(fromByteOffset: 136, as: UInt32.self)
+                let minor = base.load(fromByteOffset: 140, as: UInt32.self)
+                return FileInfo(
+                    device: deviceNumber(major: major, minor: minor),
+                    inode: base.load(fromByteOffset: 32, as: UInt64.self),
+                    size: Int(base.load(fromByteOffset: 40, as: UInt64.self)),
+                    mode: mode & 0o7777,
+                    isSymbolicLink: mode & S_IFMT == S_IFLNK,
+                    isDirectory: mode & S_IFMT == S_IFDIR)
+            }
+        }
+
+        /// `st_dev` as glibc's `makedev` encodes a major and minor number.
+        static func deviceNumber(major: UInt32, minor: UInt32) -> UInt64 {
+            let major = UInt64(major)
+            let minor = UInt64(minor)
+            return (major & 0x0000_0fff) << 8 | (major & 0xffff_f000) << 32 | (minor & 0x0000_00ff)
+                | (minor & 0xffff_ff00) << 12
+        }
+    }
+    #endif
 
     /// Reads `count` bytes at `offset` (fewer if the file is shorter).
     static func read(_ fd: Int32, from offset: Int, count: Int) throws(FileSystem.Failure) -> [UInt8] {
