@@ -40,7 +40,10 @@ extension JSONFileFormat {
         _ base: UnsafePointer<UInt8>, count: Int, after sequence: Int, parser: inout LineParser
     ) -> JournalScan {
         var scan = JournalScan()
-        var pending: [(sequence: Int, records: [StoredRecord], start: Int, end: Int)] = []
+        var pending: [(sequence: Int, records: [StoredRecord], fields: [LineParser.FieldsBytes?], start: Int, end: Int)] = []
+        // The fields of the commits' records, in order, gathered into one buffer at the end
+        // (one allocation for all, as a snapshot's).
+        var fields: [LineParser.FieldsBytes?] = []
         var pendingBad: [(offset: Int, length: Int)] = []
         var highest = sequence
         var start = 0
@@ -49,7 +52,9 @@ extension JSONFileFormat {
             let newline = UnsafePointer<UInt8>(found.assumingMemoryBound(to: UInt8.self)) - base
             defer { start = newline + 1 }
             if isBlank(base, start, newline) { continue }
-            guard let entry = parser.parseJournalLine(base, start: start, end: newline) else {
+            guard let (entry, entryFields) = parser.parseJournalLine(
+                base, start: start, end: newline, deferringFields: true)
+            else {
                 pendingBad.append((start, newline + 1 - start))
                 continue
             }
@@ -58,15 +63,17 @@ extension JSONFileFormat {
             // all (quadratic in the size of a commit).
             if !pending.isEmpty, pending[pending.count - 1].sequence == entry.sequence {
                 pending[pending.count - 1].records.append(entry.record)
+                pending[pending.count - 1].fields.append(entryFields)
                 pending[pending.count - 1].end = newline + 1
             } else {
-                pending.append((entry.sequence, [entry.record], start, newline + 1))
+                pending.append((entry.sequence, [entry.record], [entryFields], start, newline + 1))
             }
             if entry.isLast {
                 for commit in pending {
                     if commit.sequence > highest {
                         highest = commit.sequence
                         scan.commits.append((commit.sequence, commit.records))
+                        fields.append(contentsOf: commit.fields)
                     } else {
                         scan.repeated.append((commit.start, commit.end - commit.start, commit.sequence))
                     }
@@ -75,6 +82,12 @@ extension JSONFileFormat {
                 scan.consumed = newline + 1
                 scan.bad.append(contentsOf: pendingBad)
                 pendingBad.removeAll()
+            }
+        }
+        var slices = sharedFields(fields, from: base).makeIterator()
+        for commit in scan.commits.indices {
+            for record in scan.commits[commit].records.indices {
+                scan.commits[commit].records[record].fields = slices.next()!
             }
         }
         return scan

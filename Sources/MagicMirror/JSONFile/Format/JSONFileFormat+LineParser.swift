@@ -9,14 +9,37 @@ extension JSONFileFormat {
 
         /// Decodes one journal line (without its newline), or returns `nil`.
         mutating func parseJournalLine(_ base: UnsafePointer<UInt8>, start: Int, end: Int) -> JournalEntry? {
-            guard let parsed = parse(base, start: start, end: end), let sequence = parsed.sequence,
-                  sequence > 0, let operation = parsed.operation
-            else { return nil }
-            switch operation {
-            case .save: guard parsed.record.fields != nil else { return nil }
-            case .delete: guard parsed.record.fields == nil else { return nil }
+            guard let (entry, fields) = parseJournalLine(base, start: start, end: end, deferringFields: false) else {
+                return nil
             }
-            return JournalEntry(sequence: sequence, record: parsed.record, isLast: parsed.isLast)
+            var result = entry
+            if case .data(let data)? = fields { result.record.fields = data }
+            return result
+        }
+
+        /// Decodes one journal line (without its newline), or returns `nil`. With
+        /// `deferringFields`, the record's fields are left `nil` and their bytes returned
+        /// apart (see ``FieldsBytes``), as ``parseSnapshotRecord(_:start:end:)`` does; `nil`
+        /// for a delete.
+        mutating func parseJournalLine(
+            _ base: UnsafePointer<UInt8>, start: Int, end: Int, deferringFields: Bool
+        ) -> (entry: JournalEntry, fields: FieldsBytes?)? {
+            guard let parsed = parse(base, start: start, end: end, deferringFields: deferringFields),
+                  let sequence = parsed.sequence, sequence > 0, let operation = parsed.operation
+            else { return nil }
+            var record = parsed.record
+            let fields: FieldsBytes?
+            if let range = parsed.fieldsRange {
+                fields = .range(range)
+            } else {
+                fields = record.fields.map { .data($0) }
+            }
+            record.fields = nil
+            switch operation {
+            case .save: guard fields != nil else { return nil }
+            case .delete: guard fields == nil else { return nil }
+            }
+            return (JournalEntry(sequence: sequence, record: record, isLast: parsed.isLast), fields)
         }
 
         /// Decodes one snapshot record object, or returns `nil`. The record's fields are left

@@ -95,23 +95,35 @@ extension JSONFileFormat {
     private static func share(
         _ fields: [LineParser.FieldsBytes], from base: UnsafePointer<UInt8>, into records: inout [StoredRecord]
     ) {
-        var buffer = Data(count: fields.reduce(0) { $0 + $1.count })
+        for (index, slice) in sharedFields(fields, from: base).enumerated() { records[index].fields = slice }
+    }
+
+    /// The bytes of `fields` copied into one buffer, as a `Data` slice of it each, in order
+    /// (`nil` for `nil`).
+    static func sharedFields(
+        _ fields: [LineParser.FieldsBytes?], from base: UnsafePointer<UInt8>
+    ) -> [Data?] {
+        var buffer = Data(count: fields.reduce(0) { $0 + ($1?.count ?? 0) })
         buffer.withUnsafeMutableBytes { raw in
             guard let target = raw.baseAddress else { return }
             var offset = 0
             for bytes in fields {
                 switch bytes {
-                case .range(let range): (target + offset).copyMemory(from: base + range.lowerBound, byteCount: range.count)
-                case .data(let data): data.withUnsafeBytes { (target + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                case .range(let range)?:
+                    (target + offset).copyMemory(from: base + range.lowerBound, byteCount: range.count)
+                case .data(let data)?:
+                    data.withUnsafeBytes { (target + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                case nil:
+                    break
                 }
-                offset += bytes.count
+                offset += bytes?.count ?? 0
             }
         }
         var offset = buffer.startIndex
-        for index in records.indices {
-            let count = fields[index].count
-            records[index].fields = buffer[offset..<(offset + count)]
-            offset += count
+        return fields.map { bytes in
+            guard let count = bytes?.count else { return nil }
+            defer { offset += count }
+            return buffer[offset..<(offset + count)]
         }
     }
 
