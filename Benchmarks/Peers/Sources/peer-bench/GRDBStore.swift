@@ -10,16 +10,17 @@ struct GRDBStore: PeerStore {
     static let name = "GRDB"
     let pool: DatabasePool
 
-    static func configuration() -> Configuration {
-        var configuration = Configuration()
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-        return configuration
-    }
+    static func configuration() -> Configuration { Configuration() }
 
     static func path(in directory: URL) -> String { directory.appendingPathComponent("db.sqlite").path }
 
     init(directory: URL) async throws {
         pool = try DatabasePool(path: Self.path(in: directory), configuration: Self.configuration())
+        // Not in `prepareDatabase`: a pool sets `synchronous = NORMAL` after it (WAL mode),
+        // and with NORMAL a WAL commit is not flushed at all (until 2026-11-23 this
+        // benchmark compared MagicMirror's flushed commits with GRDB's unflushed ones). Set
+        // on the writer, and checked.
+        try Self.requireFullSynchronous(pool)
         try Self.write(pool) { db in
             try db.create(table: BenchRecord.databaseTableName, options: .ifNotExists) { table in
                 table.primaryKey("id", .blob)
@@ -57,6 +58,14 @@ struct GRDBStore: PeerStore {
     // the async overloads, which add a hop to GRDB's queue).
     private static func write(_ pool: DatabasePool, _ updates: (Database) throws -> Void) throws {
         try pool.write(updates)
+    }
+
+    private static func requireFullSynchronous(_ pool: DatabasePool) throws {
+        let level = try pool.writeWithoutTransaction { db -> Int? in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            return try Int.fetchOne(db, sql: "PRAGMA synchronous")
+        }
+        guard level == 2 else { throw PeerError("GRDB's writer is at synchronous = \(level ?? -1), not FULL (2)") }
     }
 
     private static func checkpoint(_ pool: DatabasePool) throws {
