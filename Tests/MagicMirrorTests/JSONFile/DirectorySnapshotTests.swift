@@ -5,7 +5,7 @@ import Testing
 
 /// The polling watcher's look at a directory. File systems stamp times from a clock that
 /// may tick every few milliseconds (Linux before 6.13 stamps every write of one tick
-/// alike), so a write over reserved journal space, which keeps the size, can hide behind
+/// alike), so a write over existing bytes, which keeps the size, can hide behind
 /// equal stamps: a file changed within that margin of the previous look counts as changed.
 @Suite struct DirectorySnapshotTests {
     typealias Snapshot = DirectoryWatcher.Core.DirectorySnapshot
@@ -31,7 +31,7 @@ import Testing
     }
 }
 
-/// Where a journal's data ends before its reserved tail of spaces.
+/// Where a journal's data ends before a tail of spaces.
 @Suite struct JournalDataEndTests {
     private func dataEnd(_ text: String) -> Int {
         Array(text.utf8).withUnsafeBufferPointer { buffer in

@@ -122,7 +122,7 @@ import Testing
     }
 
     /// A write that changes neither a file's size nor, within one tick of the clock that
-    /// stamps file times, its times (a journal commit over reserved space) is still reported
+    /// stamps file times, its times (a write in place) is still reported
     /// when the directory is polled: a look right after a write cannot tell a second write
     /// in the same tick by its stamps.
     @Test(arguments: methods)

@@ -93,14 +93,11 @@ extension JSONFileFormat {
         return scan
     }
 
-    /// The byte a journal's reserved tail is made of: a space, so that a journal with one
-    /// is still JSON text (`jq`, `cat`).
+    /// The byte of a tail of spaces after a journal's data (JSON white space), which
+    /// readers skip and writers cut before they append. Versions of this library that
+    /// reserved journal space wrote such tails; none writes them now (see the format
+    /// article, "Spaces after the data").
     static let reservedByte = UInt8(ascii: " ")
-
-    /// How many bytes a writer reserves past its append when the append would grow the
-    /// journal: the appends that follow overwrite reserved bytes instead of growing the
-    /// file, so their flush writes data only, not the file's new size as well.
-    static let journalReserve = 16 * 1024
 
     /// The end of the data in `count` bytes of journal: the offset past the last byte that
     /// is not a space (`count` when the stretch does not end in spaces).

@@ -152,7 +152,8 @@ extension JSONFileZone {
     }
 
     /// Whether an append may have started at `journalEnd` since the journal was last read,
-    /// when its size did not change: the byte there is no longer a reserved space. One
+    /// when its size did not change: the byte there is no longer a space (spaces after the
+    /// data are not data; see `JSONFileFormat.reservedByte`). One
     /// `pread` of one byte, so that a read that finds nothing new stays cheap.
     private func appendFollows(_ disk: Disk, size: Int) -> Bool {
         guard disk.journalEnd < size else { return false }

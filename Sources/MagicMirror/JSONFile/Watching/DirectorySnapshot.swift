@@ -46,7 +46,7 @@ extension DirectoryWatcher.Core {
 
         /// Whether a file changed so close to `earlier` that a second write within the same
         /// tick of the file clock could hide behind equal stamps: a journal write over
-        /// reserved bytes changes neither its size nor, within a tick, its times.
+        /// existing bytes changes neither its size nor, within a tick, its times.
         func mayHideAChange(after earlier: timespec) -> Bool {
             var limit = earlier
             limit.tv_nsec -= Self.timeGranularity.tv_nsec

@@ -19,7 +19,7 @@ import Synchronization
 /// - **Polling**, the fallback: every `pollInterval`, compare each file's inode, size,
 ///   modification and change times with the previous look; a file changed within 50 ms
 ///   of the previous look counts as changed again, since file times tick coarsely on some
-///   systems and a journal commit over reserved space keeps the size. Used for every directory when
+///   systems and a write in place keeps the size. Used for every directory when
 ///   ``Method/polling`` is asked for, when the platform mechanism cannot start (for example
 ///   `inotify_init1` fails), or for the directories it cannot watch (the inotify watch limit
 ///   is reached). A directory whose native watch breaks (it is deleted or moved) is polled

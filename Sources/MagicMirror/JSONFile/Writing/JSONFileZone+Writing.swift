@@ -160,10 +160,9 @@ extension JSONFileZone {
     /// `durable`. On failure the journal is cut back to where it was, so nothing of the
     /// failed append is ever read.
     ///
-    /// The bytes go where the journal's data ends, over the spaces reserved there when the
-    /// file has them: the flush then writes data only, not a new file size as well. An
-    /// append that would grow the file reserves ``JSONFileFormat/journalReserve`` more bytes
-    /// of spaces past itself, in the same `write`.
+    /// The bytes go at the end of the file, so that every byte below a size a reader has
+    /// seen is written: a reader only ever sees a prefix of an append. A tail of spaces
+    /// after the data (see ``JSONFileFormat/reservedByte``) is cut first.
     ///
     /// - Throws: An error marked ``MirrorError/nothingStored`` when the append failed before
     ///   its bytes were complete in the file and they were cut off again; otherwise (the
@@ -181,19 +180,17 @@ extension JSONFileZone {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
         let fd = disk.journalFD
-        var written = bytes.count
         do throws(FileSystem.Failure) {
+            if disk.journalSize > start {
+                // Spaces after the data: writing over them would let a reader (or a crash)
+                // see a later part of the append without an earlier one.
+                try fileSystem.truncate(fd, to: start)
+                disk.journalSize = start
+            }
             guard lseek(fd, off_t(start), SEEK_SET) == off_t(start) else {
                 throw FileSystem.Failure(operation: .write, code: errno)
             }
-            if start + bytes.count > disk.journalSize && bytes.count < JSONFileFormat.journalReserve {
-                var reserving = bytes
-                reserving.append(contentsOf: repeatElement(JSONFileFormat.reservedByte, count: JSONFileFormat.journalReserve))
-                written = reserving.count
-                try fileSystem.write(fd, bytes: reserving)
-            } else {
-                try fileSystem.write(fd, bytes: bytes)
-            }
+            try fileSystem.write(fd, bytes: bytes)
             if durable {
                 disk.appendWasVisible = true
                 try fileSystem.sync(fd)
@@ -214,7 +211,7 @@ extension JSONFileZone {
         }
         disk.journalEnd = start + bytes.count
         disk.journalSeen = disk.journalEnd
-        disk.journalSize = max(disk.journalSize, start + written)
+        disk.journalSize = start + bytes.count
         try confirmAppend(disk, bytes, at: start)
     }
 
