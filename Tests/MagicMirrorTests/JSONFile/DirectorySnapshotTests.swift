@@ -91,4 +91,29 @@ import Testing
         #expect(JSONFileIO.info(directoryFD)?.isDirectory == true)
         #expect(JSONFileIO.info(at: directoryFD, "missing") == nil && errno == ENOENT)
     }
+
+    #if canImport(Glibc)
+    /// A seccomp filter that does not know `statx` (older container runtimes) refuses it with
+    /// `EPERM`: `fstat` answers instead, and the files can still be opened.
+    @Test func aRefusedStatxFallsBackToFstat() throws {
+        let temporary = try TemporaryDirectory("file-info-refused")
+        defer { temporary.remove() }
+        let file = temporary.url.appendingPathComponent("journal-0.ndjson")
+        try Data("{}\n".utf8).write(to: file)
+        let fd = open(file.path, O_RDONLY)
+        defer { close(fd) }
+        var status = stat()
+        #expect(fstat(fd, &status) == 0)
+        let refusing: JSONFileIO.Statx.Function = { _, _, _, _, _ in
+            errno = EPERM
+            return -1
+        }
+        #expect(JSONFileIO.info(fd, statx: refusing) == JSONFileIO.FileInfo(status))
+        let failing: JSONFileIO.Statx.Function = { _, _, _, _, _ in
+            errno = EIO
+            return -1
+        }
+        #expect(JSONFileIO.info(fd, statx: failing) == nil && errno == EIO, "another failure is the answer")
+    }
+    #endif
 }

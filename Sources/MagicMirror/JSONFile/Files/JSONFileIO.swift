@@ -15,17 +15,35 @@ enum JSONFileIO {
     /// `fstat` of an open file, or `nil` with `errno` set.
     static func info(_ fd: Int32) -> FileInfo? {
         #if canImport(Glibc)
-        if let statx = Statx.function { return Statx.info(statx, fd, "", Statx.emptyPath) }
+        return info(fd, statx: Statx.function)
+        #else
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { return nil }
+        return FileInfo(status)
         #endif
+    }
+
+    #if canImport(Glibc)
+    /// ``info(_:)`` through `statx`, when there is one; `fstat` when there is none or it
+    /// was refused.
+    static func info(_ fd: Int32, statx: Statx.Function?) -> FileInfo? {
+        if let statx {
+            if let info = Statx.info(statx, fd, "", Statx.emptyPath) { return info }
+            if !Statx.wasRefused { return nil }
+        }
         var status = stat()
         guard fstat(fd, &status) == 0 else { return nil }
         return FileInfo(status)
     }
+    #endif
 
     /// `fstatat` without following a final symbolic link, or `nil` with `errno` set.
     static func info(at directory: Int32, _ name: String) -> FileInfo? {
         #if canImport(Glibc)
-        if let statx = Statx.function { return Statx.info(statx, directory, name, AT_SYMLINK_NOFOLLOW) }
+        if let statx = Statx.function {
+            if let info = Statx.info(statx, directory, name, AT_SYMLINK_NOFOLLOW) { return info }
+            if !Statx.wasRefused { return nil }
+        }
         #endif
         var status = stat()
         guard fstatat(directory, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
@@ -75,6 +93,11 @@ enum JSONFileIO {
                     isDirectory: mode & S_IFMT == S_IFDIR)
             }
         }
+
+        /// After a failed call, whether the call itself was refused, so that `fstat` must
+        /// answer instead: `ENOSYS`, or `EPERM` from a seccomp filter that does not know
+        /// `statx` (as older container runtimes have).
+        static var wasRefused: Bool { errno == ENOSYS || errno == EPERM }
 
         /// `st_dev` as glibc's `makedev` encodes a major and minor number.
         static func deviceNumber(major: UInt32, minor: UInt32) -> UInt64 {
