@@ -140,7 +140,9 @@ extension JSONFileZone {
             return try reload(&disk, underLock: underLock)
         }
         let size = disk.mustTruncateTo.map { min($0, info.size) } ?? info.size
-        if size == disk.journalSize && disk.journalSeen == disk.journalEnd && !appendFollows(disk, size: size) {
+        // Writers append at the end of the file (cutting spaces after the data first), so an
+        // unchanged size means nothing new, spaces after the data or not.
+        if size == disk.journalSize && disk.journalSeen == disk.journalEnd {
             return []
         }
         let scan = try readJournal(&disk, size: size, after: memory.withLock { $0.token.sequence })
@@ -149,16 +151,6 @@ extension JSONFileZone {
         }
         if underLock { try cutTail(&disk) }
         return notifications
-    }
-
-    /// Whether an append may have started at `journalEnd` since the journal was last read,
-    /// when its size did not change: the byte there is no longer a space (spaces after the
-    /// data are not data; see `JSONFileFormat.reservedByte`). One
-    /// `pread` of one byte, so that a read that finds nothing new stays cheap.
-    private func appendFollows(_ disk: Disk, size: Int) -> Bool {
-        guard disk.journalEnd < size else { return false }
-        var byte: UInt8 = 0
-        return pread(disk.journalFD, &byte, 1, off_t(disk.journalEnd)) != 1 || byte != JSONFileFormat.reservedByte
     }
 
     /// Reads the journal from `journalEnd` to `size`, reports its bad lines and the commits
