@@ -68,13 +68,13 @@ extension JSONFileFormat {
             guard let sumOffset else {
                 preconditionFailure("a journal append without its last line")
             }
-            var bytes = writer.bytes
-            bytes.withUnsafeMutableBufferPointer { buffer in
+            // In place: `self` is owned here, so its buffer is not copied.
+            writer.bytes.withUnsafeMutableBufferPointer { buffer in
                 let base = UnsafeMutableRawPointer(buffer.baseAddress!)
                 let sum = appendChecksum(base, count: buffer.count, sumAt: sumOffset)
                 writeHex(sum, to: base + sumOffset)
             }
-            return bytes
+            return writer.bytes
         }
     }
 
