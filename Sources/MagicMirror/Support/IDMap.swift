@@ -174,6 +174,15 @@ package struct IDMap<Value>: Sequence {
         if Self.slotCount(for: target) > slots.count { rehash(slotCount: Self.slotCount(for: target)) }
     }
 
+    /// Whether both hold their entries in the same storage: one is a copy of the other
+    /// that neither has changed since (copy on write).
+    package func sharesStorage(with other: IDMap) -> Bool {
+        guard !ids.isEmpty else { return false }
+        return ids.withUnsafeBufferPointer { mine in
+            other.ids.withUnsafeBufferPointer { theirs in mine.baseAddress == theirs.baseAddress }
+        }
+    }
+
     /// How many entries fit before the next reallocation.
     package var capacity: Int { Swift.min(ids.capacity, entries.capacity) }
 
