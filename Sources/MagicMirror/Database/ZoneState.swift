@@ -22,6 +22,11 @@ package struct ZoneState: Sendable {
     package init(generation: Int = 0, sequence: Int = 0, records: [StoredRecord] = []) {
         token = ChangeToken(generation: generation, sequence: sequence)
         baseSequence = sequence
+        if let table = IDMap(ids: records.map(\.id), values: records) {
+            self.records = table
+            return
+        }
+        // An id listed twice: the later record wins.
         self.records.reserveCapacity(records.count)
         for record in records { self.records[record.id] = record }
     }

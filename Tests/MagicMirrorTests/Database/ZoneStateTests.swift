@@ -19,6 +19,13 @@ import Testing
         return state
     }
 
+    @Test func aStartingSnapshotThatListsAnIdTwiceKeepsTheLaterRecord() {
+        let state = ZoneState(records: [stored("a"), stored("b"), stored("a", version: 2)])
+        #expect(state.records.count == 2)
+        #expect(state.records["a"]?.version == 2)
+        #expect(state.records["b"]?.version == 1)
+    }
+
     @Test func aCompleteSetWithoutTombstonesCarriesTheStatesTable() throws {
         let state = state([stored("a"), stored("b"), stored("c")])
         let set = state.completeChangeSet
