@@ -50,16 +50,14 @@ struct ShownRecords<Record: Recordable>: Sendable {
         storage = RecordArray(records)
         storage.startTracking(ids: ids)
         if storage.mayHaveDuplicates { removeDuplicates(keeping: [:]) }
-        if let ids, storage.count == ids.count {
-            // The values are copied: sharing the array's storage would make the first edit
-            // of the array copy all of it.
+        if let positions = storage.idsInOrder {
+            // The same ids and table as the array's positions. The values are copied:
+            // sharing the array's storage would make the first edit of the array copy it.
             var values: [Record] = []
             values.reserveCapacity(storage.count)
             values.append(contentsOf: storage.array)
-            if let table = IDMap(ids: ids, values: values) {
-                valuesByID = table
-                return
-            }
+            valuesByID = positions.withValues(values)
+            return
         }
         valuesByID = [:]
         valuesByID.reserveCapacity(storage.count)
