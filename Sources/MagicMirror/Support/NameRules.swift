@@ -21,8 +21,11 @@ package enum NameRules {
         if utf8.isEmpty { return "is empty" }
         if utf8.count > maximumBytes { return "is \(utf8.count) bytes long; the limit is \(maximumBytes)" }
         if name == "." || name == ".." { return "is '\(name)', which names a directory" }
-        if utf8.contains(UInt8(ascii: "/")) { return "contains '/'" }
-        if utf8.contains(0) { return "contains a NUL byte" }
+        // One pass over the contiguous bytes (a record id is checked for every record read).
+        var bytes = name
+        let (slash, nul) = bytes.withUTF8 { ($0.contains(UInt8(ascii: "/")), $0.contains(0)) }
+        if slash { return "contains '/'" }
+        if nul { return "contains a NUL byte" }
         if becomesFileName, !utf8.allSatisfy({ $0 < 0x80 }) {
             let composed = name.precomposedStringWithCanonicalMapping
             if !composed.utf8.elementsEqual(utf8) {
