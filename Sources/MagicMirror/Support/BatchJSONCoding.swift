@@ -86,7 +86,7 @@ package enum BatchJSONCoding {
 
     /// `element(&state, i)` for every `i` in `0..<count`, in order; for large counts computed
     /// in one part per core, in parallel, each part with its own `state`.
-    private static func inParallelParts<Element, State>(
+    package static func inParallelParts<Element, State>(
         _ count: Int, state makeState: @Sendable () -> State, _ element: @Sendable (inout State, Int) -> Element
     ) -> [Element] {
         let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, count / recordsPerParallelPart))
