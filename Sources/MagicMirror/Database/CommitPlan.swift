@@ -35,9 +35,8 @@ public enum CommitPlan: Hashable, Sendable {
     ///     `nil` for one never stored.
     public init(_ operations: [RecordOperation], writer: String, stored: (String) -> StoredRecord?) {
         var produced: [StoredRecord?] = []
-        // Only the operations that conflict (most commits have none: an array of results
-        // for every operation, grown one at a time, cost a large commit a tenth of its
-        // time in copies and page faults).
+        // Only the operations that conflict: most commits have none (a result for every
+        // operation, in an array grown by doubling, was about 9 MB for 100,000 operations).
         var conflicts: [(index: Int, current: StoredRecord?)] = []
         produced.reserveCapacity(operations.count)
         for operation in operations {

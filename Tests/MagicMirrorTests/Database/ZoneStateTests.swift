@@ -174,6 +174,26 @@ import Testing
         #expect(error.message.contains("more than once"))
     }
 
+    @Test func aRepeatedIDAnywhereInALargeCommitIsRefused() throws {
+        var operations = Self.largeCommit()
+        let last = operations.count - 1
+        operations[last] = .delete("r0", baseVersion: 1, timestamp: HLCTimestamp(millis: 2_000))
+        let found = Self.validationError(operations)
+        let error = try #require(found)
+        #expect(error.kind == .invalidRecord)
+        #expect(error.recordIDs == ["r0"])
+        #expect(error.message.contains("more than once"))
+        #expect(error.nothingStored)
+    }
+
+    @Test func idsThatAreEquivalentStringsAreNotRepeatsInALargeCommit() {
+        var operations = Self.largeCommit()
+        operations[1] = .delete("e\u{301}", baseVersion: 1, timestamp: HLCTimestamp(millis: 2_000))
+        operations[operations.count - 2] = .delete("\u{e9}", baseVersion: 1, timestamp: HLCTimestamp(millis: 2_000))
+        let found = Self.validationError(operations)
+        #expect(found == nil)
+    }
+
     @Test(arguments: ["", ".", "..", "a\u{0}b", "x/", String(repeating: "i", count: 256)])
     func invalidRecordIDsAreRefused(id: String) throws {
         let error = try #require(Self.validationError([
