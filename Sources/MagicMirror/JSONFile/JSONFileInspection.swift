@@ -38,7 +38,7 @@ package enum JSONFileInspection {
 
     /// Something recovery would report, or repair, on open.
     package struct Problem: Sendable, CustomStringConvertible {
-        /// What it is: `bad-line`, `repeated-sequence`, `torn-tail`, `bad-snapshot-line`,
+        /// What it is: `bad-line`, `damaged-append`, `repeated-sequence`, `torn-tail`, `bad-snapshot-line`,
         /// `unsupported-format`, `missing-snapshot`, `unreadable`, `database-file`,
         /// `invalid-name`, `symbolic-link`, `stale-temporary`.
         package var kind: String
@@ -180,6 +180,12 @@ package enum JSONFileInspection {
                     kind: "bad-line", file: journalPath, offset: bad.offset,
                     message: "a line does not decode; recovery keeps it in a quarantine file and skips it"))
             }
+            for line in scan.setAside {
+                zone.problems.append(Problem(
+                    kind: "damaged-append", file: journalPath, offset: line.offset,
+                    message: "a line of an append that does not match its checksum; recovery keeps it in a "
+                        + "quarantine file and does not apply its commit"))
+            }
             for repeated in scan.repeated {
                 zone.problems.append(Problem(
                     kind: "repeated-sequence", file: journalPath, offset: repeated.offset,
@@ -189,7 +195,7 @@ package enum JSONFileInspection {
                 zone.problems.append(Problem(
                     kind: "torn-tail", file: journalPath, offset: scan.consumed,
                     message: "\(zone.journalBytes - scan.consumed) bytes after the last complete append (an unfinished "
-                        + "write, or one in progress); the next writer cuts them into a quarantine file"))
+                        + "write, one in progress, or one that does not match its checksum); the next writer cuts them into a quarantine file"))
             }
             for commit in scan.commits {
                 state.apply(commit.records, sequence: commit.sequence)

@@ -168,7 +168,7 @@ struct AssetRecord: Recordable {
         let journal = try JSONFileTestSupport.journal(in: directory.url.appendingPathComponent("public/AssetRecord"))
         let goodLine = try #require(String(data: try JSONFileTestSupport.journalData(journal), encoding: .utf8)?
             .split(separator: "\n").last.map(String.init))
-        let badLine = goodLine
+        let badLine = JSONFileTestSupport.unsealed(goodLine)
             .replacingOccurrences(of: "\"seq\":1,", with: "\"seq\":2,")
             .replacingOccurrences(of: "\"good\"", with: "\"bad\"")
             .replacingOccurrences(of: "\"\(good.digest)\"", with: "\"\(value)\"")

@@ -24,7 +24,7 @@ import Testing
         snapshotLines.insert("{not a record},", at: 1)
         try snapshotLines.joined(separator: "\n").write(to: snapshot, atomically: false, encoding: .utf8)
         let firstLine = try #require(JSONFileTestSupport.journalText(journal).split(separator: "\n").first)
-        let repeated = firstLine.replacingOccurrences(of: "\"id\":\"r3\"", with: "\"id\":\"r9\"")
+        let repeated = JSONFileTestSupport.unsealed(String(firstLine)).replacingOccurrences(of: "\"id\":\"r3\"", with: "\"id\":\"r9\"")
         let extra = #"{"seq":90,"op":"save","id":"r4","version":1,"clock":"1763703120123-0","writer":"w-x","end":true,"fields":{"n":4}}"#
         try JSONFileTestSupport.append(Array("garbage\n\(extra)\n\(repeated)\n{\"seq\":91,\"op".utf8), to: journal)
         let before = try JSONFileTestSupport.names(in: zoneDirectory).map {

@@ -119,10 +119,13 @@ import Testing
         #expect(quarantined(in: zoneDirectory, suffix: ".bad").count == 1, "quarantined once")
     }
 
+    /// A damaged line sets its whole append aside (a commit is applied whole or not at
+    /// all), and the appends before and after it are applied.
     @Test func aDamagedEndLineDoesNotHideTheCommitsAroundIt() async throws {
         let directory = try TemporaryDirectory("lost-end")
         defer { directory.remove() }
         let db = try JSONFileDatabase(isolatedDirectory: directory.url)
+        try await db.commit([jsonSave("z", ["v": 1])], to: zone)
         try await db.commit([jsonSave("a", ["v": 1]), jsonSave("b", ["v": 1])], to: zone)
         try await db.commit([jsonSave("c", ["v": 1])], to: zone)
         let journal = db.directory(of: zone).appendingPathComponent("journal-0.ndjson")
@@ -132,8 +135,9 @@ import Testing
         try Data(text.utf8).write(to: journal)
 
         let reopened = try JSONFileDatabase(isolatedDirectory: directory.url)
-        #expect(Set(try await reopened.fetchAll(in: zone).records.map(\.id)) == ["a", "c"])
-        #expect(reopened.problems.map(\.recordIDs) == [["b"]])
+        #expect(Set(try await reopened.fetchAll(in: zone).records.map(\.id)) == ["z", "c"])
+        #expect(Set(reopened.problems.flatMap(\.recordIDs)) == ["a", "b"], "both lines of the commit, reported")
+        #expect(reopened.problems.count == 2)
     }
 
     @Test func aDatabaseWithManyBadLinesStillOpens() async throws {

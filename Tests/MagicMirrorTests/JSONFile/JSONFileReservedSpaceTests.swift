@@ -2,92 +2,100 @@ import Foundation
 import MagicMirror
 import Testing
 
-/// Spaces after a journal's data (left by versions that reserved journal space, or by
-/// another program): readers skip them and find commits written before and after them;
-/// writers cut them before appending, so that every append goes at the end of the file
-/// and a reader only ever sees a prefix of one.
+/// A journal reserves space past its data (spaces) so that commits overwrite reserved bytes
+/// instead of growing the file, and their flush writes data only: readers, recovery and
+/// other writers find where the data ends.
 @Suite struct JSONFileReservedSpaceTests {
     let zone = ZoneID.public("Reserved")
 
-    private func size(_ journal: URL) throws -> Int {
-        try #require(try FileManager.default.attributesOfItem(atPath: journal.path)[.size] as? Int)
+    private func sizeAndData(_ journal: URL) throws -> (size: Int, data: Data) {
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: journal.path)[.size] as? Int)
+        return (size, try JSONFileTestSupport.journalData(journal))
     }
 
-    /// Writes `count` spaces after the journal's data, as a version that reserved space did.
-    private func reserve(_ count: Int, in journal: URL) throws {
-        try JSONFileTestSupport.append(repeatElement(UInt8(ascii: " "), count: count), to: journal)
-    }
-
-    @Test func everyCommitGoesAtTheEndOfTheFile() async throws {
-        let directory = try TemporaryDirectory("reserved-none")
-        defer { directory.remove() }
-        let db = try JSONFileDatabase(isolatedDirectory: directory.url)
-        for index in 0..<5 {
-            try await db.commit([jsonSave("r\(index)", ["v": index])], to: zone)
-            let journal = try JSONFileTestSupport.journal(in: db.directory(of: zone))
-            #expect(try size(journal) == JSONFileTestSupport.journalData(journal).count, "no space after the data")
-        }
-    }
-
-    @Test func spacesAfterTheDataAreCutBeforeTheNextAppend() async throws {
-        let directory = try TemporaryDirectory("reserved-cut")
+    @Test func commitsOverwriteTheSpaceTheFirstOneReserved() async throws {
+        let directory = try TemporaryDirectory("reserved")
         defer { directory.remove() }
         let db = try JSONFileDatabase(isolatedDirectory: directory.url)
         try await db.commit([jsonSave("a", ["v": 1])], to: zone)
         let journal = try JSONFileTestSupport.journal(in: db.directory(of: zone))
-        let data = try JSONFileTestSupport.journalData(journal)
-        try reserve(16 * 1024, in: journal)
-
-        let other = try JSONFileDatabase(isolatedDirectory: directory.url)
-        #expect(try await other.fetchAll(in: zone).records.map(\.id) == ["a"], "the spaces are not data")
-        #expect(other.problems.isEmpty, "nor an unfinished append")
+        let first = try sizeAndData(journal)
+        #expect(first.size == first.data.count + 16 * 1024, "the first append reserves 16 KiB past itself")
+        let whole = try Data(contentsOf: journal)
+        #expect(whole[first.data.count...].allSatisfy { $0 == UInt8(ascii: " ") }, "the reserved tail is spaces")
 
         try await db.commit([jsonSave("b", ["v": 1])], to: zone)
-        let after = try Data(contentsOf: journal)
-        #expect(after.starts(with: data))
-        #expect(after.count > data.count && after.last == UInt8(ascii: "\n"), "cut, then appended at the end")
-        #expect(!after.contains(UInt8(ascii: " ")), "no space left between the lines")
-        #expect(try JSONFileTestSupport.jsonLines(journal).compactMap { $0["id"] as? String } == ["a", "b"])
-        #expect(Set(try await other.fetchAll(in: zone).records.map(\.id)) == ["a", "b"])
-        #expect(db.problems.isEmpty && other.problems.isEmpty)
+        try await db.commit([jsonSave("c", ["v": 1]), jsonSave("d", ["v": 1])], to: zone)
+        let later = try sizeAndData(journal)
+        #expect(later.size == first.size, "later appends land in the reserved space")
+        #expect(later.data.count > first.data.count)
+        #expect(later.data.starts(with: first.data))
+        // Still JSON text, line by line, as `jq` reads it.
+        #expect(try JSONFileTestSupport.jsonLines(journal).compactMap { $0["id"] as? String } == ["a", "b", "c", "d"])
+        let reopened = try JSONFileDatabase(isolatedDirectory: directory.url)
+        #expect(Set(try await reopened.fetchAll(in: zone).records.map(\.id)) == ["a", "b", "c", "d"])
+        #expect(reopened.problems.isEmpty, "the reserved tail is not an unfinished append")
     }
 
-    /// A reader that read up to spaces after the data still sees the commits that follow:
-    /// the file's size changes, and its watcher fires.
+    @Test func anAppendThatFillsTheReservedSpaceReservesMore() async throws {
+        let directory = try TemporaryDirectory("reserved-more")
+        defer { directory.remove() }
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let text = String(repeating: "x", count: 1_000)
+        var sizes: Set<Int> = []
+        for index in 0..<40 {
+            try await db.commit([jsonSave("r\(index)", ["text": text])], to: zone)
+            let journal = try JSONFileTestSupport.journal(in: db.directory(of: zone))
+            let (size, data) = try sizeAndData(journal)
+            #expect(size > data.count, "space stays reserved past the data")
+            #expect(size <= data.count + 16 * 1024)
+            sizes.insert(size)
+        }
+        #expect(sizes.count >= 2 && sizes.count < 40, "the file grows now and then, not with every commit")
+        let reopened = try JSONFileDatabase(isolatedDirectory: directory.url)
+        #expect(try await reopened.fetchAll(in: zone).records.count == 40)
+        #expect(reopened.problems.isEmpty)
+    }
+
+    /// A commit over reserved space leaves the journal's size as it was: another engine must
+    /// still see it, both when it reads and through its watcher.
     @Test(arguments: [JSONFileDatabase.ChangeDetection.fileSystemEvents, .polling])
-    func anotherEngineSeesCommitsAfterSpaces(detection: JSONFileDatabase.ChangeDetection) async throws {
+    func anotherEngineSeesCommitsThatKeepTheSize(detection: JSONFileDatabase.ChangeDetection) async throws {
         let directory = try TemporaryDirectory("reserved-reader")
         defer { directory.remove() }
         let writer = try JSONFileDatabase(isolatedDirectory: directory.url)
         let reader = try JSONFileDatabase(
             isolatedDirectory: directory.url, options: .init(pollInterval: .milliseconds(20), changeDetection: detection))
         try await writer.commit([jsonSave("first", ["v": 1])], to: zone)
-        try reserve(4096, in: try JSONFileTestSupport.journal(in: writer.directory(of: zone)))
         #expect(try await reader.fetchAll(in: zone).records.map(\.id) == ["first"])
         let heard = AsyncCollector<String>()
         let subscription = try reader.subscribe(to: zone) { notification in
             for id in notification.recordIDs { heard.append(id) }
         }
         defer { subscription.cancel() }
+        let journal = try JSONFileTestSupport.journal(in: writer.directory(of: zone))
+        let size = try sizeAndData(journal).size
 
         for index in 0..<5 {
             try await writer.commit([jsonSave("next\(index)", ["v": 1])], to: zone)
         }
+        #expect(try sizeAndData(journal).size == size, "every commit landed in reserved space")
         let expected: Set<String> = ["next0", "next1", "next2", "next3", "next4"]
         try await heard.wait("the five commits") { expected.isSubset(of: Set($0)) }
         #expect(Set(try await reader.fetchAll(in: zone).records.map(\.id)) == expected.union(["first"]))
-        #expect(reader.problems.isEmpty)
+        // A read that finds nothing new finds nothing.
+        #expect(try await reader.changes(in: zone, since: try await writer.fetchAll(in: zone).token).records.isEmpty)
     }
 
-    /// A writer that appends at the end of the file (`echo >>`) puts its line after the
-    /// spaces: it is read, and later appends go after it.
-    @Test func aLineAppendedAfterSpacesIsRead() async throws {
+    /// A writer that appends at the end of the file (an earlier version of MagicMirror, or
+    /// `echo >>`) puts its line after the reserved spaces: it is read, and later appends go
+    /// after it.
+    @Test func aLineAppendedAfterTheReservedSpaceIsRead() async throws {
         let directory = try TemporaryDirectory("reserved-after")
         defer { directory.remove() }
         let db = try JSONFileDatabase(isolatedDirectory: directory.url)
         try await db.commit([jsonSave("a", ["v": 1])], to: zone)
         let journal = try JSONFileTestSupport.journal(in: db.directory(of: zone))
-        try reserve(100, in: journal)
         let line = #"{"seq":2,"op":"save","id":"b","version":1,"clock":"1763703120123-0","writer":"w1-old","end":true,"fields":{"v":1}}"#
         let handle = try FileHandle(forWritingTo: journal)
         try handle.seekToEnd()
@@ -102,5 +110,20 @@ import Testing
         #expect(Set(all.records.map(\.id)) == ["a", "b", "c"])
         #expect(all.token.sequence == 3)
         #expect(reopened.problems.isEmpty && other.problems.isEmpty && db.problems.isEmpty)
+    }
+
+    /// A relaxed commit (no flush) reserves space too, and readers treat it alike.
+    @Test func relaxedCommitsUseTheReservedSpaceToo() async throws {
+        let directory = try TemporaryDirectory("reserved-relaxed")
+        defer { directory.remove() }
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url, options: .init(durability: .relaxed))
+        try await db.commit([jsonSave("a", ["v": 1])], to: zone)
+        try await db.commit([jsonSave("b", ["v": 1])], to: zone)
+        let journal = try JSONFileTestSupport.journal(in: db.directory(of: zone))
+        let (size, data) = try sizeAndData(journal)
+        #expect(size > data.count)
+        let reopened = try JSONFileDatabase(isolatedDirectory: directory.url)
+        #expect(Set(try await reopened.fetchAll(in: zone).records.map(\.id)) == ["a", "b"])
+        #expect(reopened.problems.isEmpty)
     }
 }

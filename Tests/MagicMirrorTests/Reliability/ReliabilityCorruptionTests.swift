@@ -165,8 +165,9 @@ import Testing
         defer { directory.remove() }
         let journal = zoneDirectory.appendingPathComponent("journal-0.ndjson")
         var content = try lines(of: journal)
-        // The third commit claims the second one's sequence number.
-        let damaged = Data(String(decoding: content[2], as: UTF8.self)
+        // The third commit claims the second one's sequence number (written by a program
+        // that does not know checksums: one that changed a checksummed line is damage).
+        let damaged = Data(JSONFileTestSupport.unsealed(String(decoding: content[2], as: UTF8.self))
             .replacingOccurrences(of: #""seq":3"#, with: #""seq":2"#).utf8)
         #expect(damaged != content[2])
         content[2] = damaged

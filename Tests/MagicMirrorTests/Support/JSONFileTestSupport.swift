@@ -80,6 +80,12 @@ enum JSONFileTestSupport {
         String(decoding: try journalData(url), as: UTF8.self)
     }
 
+    /// A journal line without its append's checksum (`prior` and `sum`), as a program that
+    /// does not know checksums writes one.
+    static func unsealed(_ line: String) -> String {
+        line.replacingOccurrences(of: #","prior":[0-9]+,"sum":"[0-9a-f]{16}""#, with: "", options: .regularExpression)
+    }
+
     /// Writes raw bytes where a file's data ends, as a writer appends to a journal: over
     /// the spaces reserved at its end, if it has them, else at its end.
     static func append(_ bytes: some Sequence<UInt8>, to url: URL) throws {

@@ -2,21 +2,98 @@ import Foundation
 
 /// Writing the format: journal lines and snapshots, straight into bytes.
 extension JSONFileFormat {
-    /// Appends the journal line of one changed record.
+    /// Appends the journal line of one changed record that does not end an append (an
+    /// append's last line is added by ``JournalAppend``, which seals it).
     ///
-    /// - Parameters:
-    ///   - sequence: The commit's sequence number (shared by every line of the commit).
-    ///   - isLast: Whether this is the last line of its append (`"end":true`).
-    static func appendJournalLine(
-        to writer: inout JSONByteWriter, sequence: Int, record: StoredRecord, isLast: Bool
-    ) {
+    /// - Parameter sequence: The commit's sequence number (shared by every line of the commit).
+    static func appendJournalLine(to writer: inout JSONByteWriter, sequence: Int, record: StoredRecord) {
+        appendJournalLine(to: &writer, sequence: sequence, record: record, endOfAppendAt: nil)
+    }
+
+    /// Appends a journal line; with `endOfAppendAt` (where the append begins in `writer`),
+    /// the line ends the append: it carries `"end":true`, the number of the append's bytes
+    /// before it (`prior`) and a checksum of zeros that ``JournalAppend/sealed()`` fills in.
+    ///
+    /// - Returns: Where the checksum's digits are in `writer`, for an append's last line.
+    @discardableResult
+    private static func appendJournalLine(
+        to writer: inout JSONByteWriter, sequence: Int, record: StoredRecord, endOfAppendAt appendStart: Int?
+    ) -> Int? {
+        let lineStart = writer.count
         writer.append("{\"seq\":")
         writer.append(sequence)
         writer.append(record.isDeleted ? ",\"op\":\"delete\",\"id\":" : ",\"op\":\"save\",\"id\":")
         appendEnvelope(to: &writer, record: record)
-        if isLast { writer.append(",\"end\":true") }
+        var sumOffset: Int?
+        if let appendStart {
+            writer.append(",\"end\":true,\"prior\":")
+            writer.append(lineStart - appendStart)
+            writer.append(",\"sum\":\"")
+            sumOffset = writer.count
+            writer.append("0000000000000000\"")
+        }
         appendFields(to: &writer, record: record)
         writer.append("}\n")
+        return sumOffset
+    }
+
+    /// The lines of one journal append, added in order; the last one ends the append and
+    /// carries its checksum (see the format article, "Checksums").
+    struct JournalAppend {
+        private var writer: JSONByteWriter
+        private var sumOffset: Int?
+
+        /// - Parameter capacity: The bytes to reserve (see ``journalLineCapacity(for:)``).
+        init(capacity: Int) {
+            writer = JSONByteWriter(capacity: capacity)
+        }
+
+        /// The number of bytes so far.
+        var count: Int { writer.count }
+
+        /// Adds the line of one changed record.
+        ///
+        /// - Parameters:
+        ///   - sequence: The commit's sequence number (shared by every line of the commit).
+        ///   - isLast: Whether this is the append's last line; nothing may be added after it.
+        mutating func add(sequence: Int, record: StoredRecord, isLast: Bool) {
+            precondition(sumOffset == nil, "a line added after the end of a journal append")
+            sumOffset = appendJournalLine(
+                to: &writer, sequence: sequence, record: record, endOfAppendAt: isLast ? 0 : nil)
+        }
+
+        /// The append's bytes, with the checksum of all of them (its own 16 digits left out)
+        /// written into the last line.
+        consuming func sealed() -> [UInt8] {
+            guard let sumOffset else {
+                preconditionFailure("a journal append without its last line")
+            }
+            var bytes = writer.bytes
+            bytes.withUnsafeMutableBufferPointer { buffer in
+                let base = UnsafeMutableRawPointer(buffer.baseAddress!)
+                let sum = appendChecksum(base, count: buffer.count, sumAt: sumOffset)
+                writeHex(sum, to: base + sumOffset)
+            }
+            return bytes
+        }
+    }
+
+    /// The checksum of an append of `count` bytes at `base` whose 16 checksum digits are at
+    /// `sumAt`: XXH64 of the bytes before the digits followed by the bytes after them.
+    static func appendChecksum(_ base: UnsafeRawPointer, count: Int, sumAt sumOffset: Int) -> UInt64 {
+        var hash = XXHash64()
+        hash.update(base, count: sumOffset)
+        hash.update(base + sumOffset + 16, count: count - sumOffset - 16)
+        return hash.finalize()
+    }
+
+    /// Writes `value` as 16 lowercase hexadecimal digits.
+    private static func writeHex(_ value: UInt64, to destination: UnsafeMutableRawPointer) {
+        let digits = Array("0123456789abcdef".utf8)
+        for index in 0..<16 {
+            let nibble = Int((value >> UInt64(60 - 4 * index)) & 0xF)
+            destination.storeBytes(of: digits[nibble], toByteOffset: index, as: UInt8.self)
+        }
     }
 
     /// Room for the journal line of `record`: its fields, id and writer, and the envelope

@@ -8,6 +8,19 @@ extension JSONFileFormat {
         var sequence: Int
         var record: StoredRecord
         var isLast: Bool
+        /// The checksum of the append this line ends (absent on other lines, and on the last
+        /// lines of appends written before checksums existed).
+        var seal: Seal?
+
+        /// What an append's last line says of the append.
+        struct Seal {
+            /// The number of the append's bytes before this line.
+            var prior: Int
+            /// The checksum (see ``JSONFileFormat/appendChecksum(_:count:sumAt:)``).
+            var sum: UInt64
+            /// Where the checksum's 16 digits are, in the buffer the line was parsed from.
+            var sumOffset: Int
+        }
     }
 
     /// The result of reading a stretch of journal.
@@ -23,6 +36,13 @@ extension JSONFileFormat {
         /// reader's and the stretch's): the offset and length of their lines, and the number.
         /// They are not in `commits`.
         var repeated: [(offset: Int, length: Int, sequence: Int)] = []
+        /// Lines that decode but belong to no complete append: they precede an append whose
+        /// checksum matches and were not part of it (an append that does not match its own
+        /// checksum). Offset and length, newline included; not applied.
+        var setAside: [(offset: Int, length: Int)] = []
+        /// Whether lines (in `setAside` or `bad`) precede an append whose checksum matches
+        /// and were not part of it.
+        var orphaned = false
     }
 
     /// Reads journal lines from `count` bytes at `base`.
@@ -33,6 +53,14 @@ extension JSONFileFormat {
     /// interrupted append has no `end` at its end, so none of it is ever applied. Anything
     /// after the last `end` line is left unconsumed.
     ///
+    /// An `end` line with a checksum ends its append only when the checksum matches the
+    /// append's bytes: otherwise part of the append is missing (it is being written in
+    /// place, or was damaged), and its lines stay pending like those of an unfinished
+    /// append. Pending lines before the first byte of an append whose checksum matches
+    /// belong to no complete append: they are listed in ``JournalScan/setAside`` (or
+    /// ``JournalScan/bad`` when they do not decode), and ``JournalScan/orphaned`` is set, since a reader that did not hold the writers' lock
+    /// may have read them while they were written (see `readJournal`).
+    ///
     /// Sequence numbers only grow: a commit whose number is not above `sequence` (what the
     /// reader has applied already) and every earlier commit of the stretch is listed in
     /// ``JournalScan/repeated`` instead of ``JournalScan/commits``.
@@ -40,12 +68,16 @@ extension JSONFileFormat {
         _ base: UnsafePointer<UInt8>, count: Int, after sequence: Int, parser: inout LineParser
     ) -> JournalScan {
         var scan = JournalScan()
-        var pending: [(sequence: Int, records: [StoredRecord], fields: [LineParser.FieldsBytes?], start: Int, end: Int)] = []
+        // The lines read since the last complete append, each with its offset and end.
+        var pending: [(entry: JournalEntry, fields: LineParser.FieldsBytes?, start: Int, end: Int)] = []
         // The fields of the commits' records, in order, gathered into one buffer at the end
         // (one allocation for all, as a snapshot's).
         var fields: [LineParser.FieldsBytes?] = []
         var pendingBad: [(offset: Int, length: Int)] = []
         var highest = sequence
+        // The end of the last `end` line whose checksum did not match: an append that ends
+        // without a checksum (written by an older version) does not take in its lines.
+        var unmatchedEnd = 0
         var start = 0
         while start < count {
             guard let found = memchr(base + start, 0x0A, count - start) else { break }
@@ -58,31 +90,51 @@ extension JSONFileFormat {
                 pendingBad.append((start, newline + 1 - start))
                 continue
             }
-            // Only the sequence number is read from the last pending commit: a copy of the
-            // element would share its records' storage, and each append would then copy them
-            // all (quadratic in the size of a commit).
-            if !pending.isEmpty, pending[pending.count - 1].sequence == entry.sequence {
-                pending[pending.count - 1].records.append(entry.record)
-                pending[pending.count - 1].fields.append(entryFields)
-                pending[pending.count - 1].end = newline + 1
-            } else {
-                pending.append((entry.sequence, [entry.record], [entryFields], start, newline + 1))
-            }
-            if entry.isLast {
-                for commit in pending {
-                    if commit.sequence > highest {
-                        highest = commit.sequence
-                        scan.commits.append((commit.sequence, commit.records))
-                        fields.append(contentsOf: commit.fields)
-                    } else {
-                        scan.repeated.append((commit.start, commit.end - commit.start, commit.sequence))
-                    }
+            pending.append((entry, entryFields, start, newline + 1))
+            guard entry.isLast else { continue }
+            var appendStart = max(scan.consumed, unmatchedEnd)
+            if let seal = entry.seal {
+                // `prior` counts from the line's `{` (blanks before it are the previous
+                // append's, or a hole).
+                var lineStart = start
+                while base[lineStart] != UInt8(ascii: "{") { lineStart += 1 }
+                appendStart = lineStart - seal.prior
+                guard appendStart >= scan.consumed,
+                      appendChecksum(base + appendStart, count: newline + 1 - appendStart,
+                                     sumAt: seal.sumOffset - appendStart) == seal.sum
+                else {
+                    unmatchedEnd = newline + 1
+                    continue
                 }
-                pending.removeAll()
-                scan.consumed = newline + 1
-                scan.bad.append(contentsOf: pendingBad)
-                pendingBad.removeAll()
             }
+            // Lines before the append's first byte were not part of it.
+            let firstOwn = pending.firstIndex { $0.start >= appendStart } ?? pending.count
+            if firstOwn > 0 || pendingBad.contains(where: { $0.offset < appendStart }) {
+                scan.orphaned = true
+            }
+            scan.setAside.append(contentsOf: pending[..<firstOwn].map { ($0.start, $0.end - $0.start) })
+            // Consecutive lines with the same `seq` make one commit.
+            var commitStart = firstOwn
+            while commitStart < pending.count {
+                let commitSequence = pending[commitStart].entry.sequence
+                var commitEnd = commitStart + 1
+                while commitEnd < pending.count, pending[commitEnd].entry.sequence == commitSequence {
+                    commitEnd += 1
+                }
+                if commitSequence > highest {
+                    highest = commitSequence
+                    scan.commits.append((commitSequence, pending[commitStart..<commitEnd].map(\.entry.record)))
+                    fields.append(contentsOf: pending[commitStart..<commitEnd].lazy.map(\.fields))
+                } else {
+                    let from = pending[commitStart].start
+                    scan.repeated.append((from, pending[commitEnd - 1].end - from, commitSequence))
+                }
+                commitStart = commitEnd
+            }
+            pending.removeAll(keepingCapacity: true)
+            scan.consumed = newline + 1
+            scan.bad.append(contentsOf: pendingBad.sorted { $0.offset < $1.offset })
+            pendingBad.removeAll()
         }
         var slices = sharedFields(fields, from: base).makeIterator()
         for commit in scan.commits.indices {
@@ -93,11 +145,14 @@ extension JSONFileFormat {
         return scan
     }
 
-    /// The byte of a tail of spaces after a journal's data (JSON white space), which
-    /// readers skip and writers cut before they append. Versions of this library that
-    /// reserved journal space wrote such tails; none writes them now (see the format
-    /// article, "Spaces after the data").
+    /// The byte a journal's reserved tail is made of: a space, so that a journal with one
+    /// is still JSON text (`jq`, `cat`).
     static let reservedByte = UInt8(ascii: " ")
+
+    /// How many bytes a writer reserves past its append when the append would grow the
+    /// journal: the appends that follow overwrite reserved bytes instead of growing the
+    /// file, so their flush writes data only, not the file's new size as well.
+    static let journalReserve = 16 * 1024
 
     /// The end of the data in `count` bytes of journal: the offset past the last byte that
     /// is not a space (`count` when the stretch does not end in spaces).

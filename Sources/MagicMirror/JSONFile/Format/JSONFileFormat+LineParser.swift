@@ -39,7 +39,8 @@ extension JSONFileFormat {
             case .save: guard fields != nil else { return nil }
             case .delete: guard fields == nil else { return nil }
             }
-            return (JournalEntry(sequence: sequence, record: record, isLast: parsed.isLast), fields)
+            guard parsed.isLast || parsed.seal == nil else { return nil }
+            return (JournalEntry(sequence: sequence, record: record, isLast: parsed.isLast, seal: parsed.seal), fields)
         }
 
         /// Decodes one snapshot record object, or returns `nil`. The record's fields are left
@@ -79,6 +80,7 @@ extension JSONFileFormat {
             var operation: Operation?
             var record: StoredRecord
             var isLast: Bool
+            var seal: JournalEntry.Seal?
             /// The range of the `fields` object in the buffer, when it was not copied.
             var fieldsRange: Range<Int>?
         }
@@ -98,6 +100,8 @@ extension JSONFileFormat {
             var created: HLCTimestamp?
             var writer: String?
             var isLast = false
+            var prior: Int?
+            var sum: (value: UInt64, offset: Int)?
             var fields: Data?
             var fieldsRange: Range<Int>?
             scanner.skipWhitespace()
@@ -149,6 +153,14 @@ extension JSONFileFormat {
                     } else {
                         writer = internedWriter(scanner.pointer(at: valueStart), count: valueEnd - valueStart)
                     }
+                case (5, UInt8(ascii: "p")) where scanner.bytesEqual(keyStart, keyEnd, "prior"):
+                    guard prior == nil, let value = scanner.readInt(), value >= 0 else { return nil }
+                    prior = value
+                case (3, UInt8(ascii: "s")) where scanner.bytesEqual(keyStart, keyEnd, "sum"):
+                    guard sum == nil, let (valueStart, valueEnd, escaped) = scanner.scanString(), !escaped,
+                          valueEnd - valueStart == 16, let value = Self.hex(scanner, valueStart)
+                    else { return nil }
+                    sum = (value, valueStart)
                 case (3, UInt8(ascii: "e")) where scanner.bytesEqual(keyStart, keyEnd, "end"):
                     guard let value = scanner.readBool() else { return nil }
                     isLast = value
@@ -175,11 +187,15 @@ extension JSONFileFormat {
             }
             scanner.skipWhitespace()
             guard scanner.isAtEnd, let id, let version, let clock, let writer else { return nil }
+            // A checksum comes with the count of bytes before its line, or not at all.
+            guard (prior == nil) == (sum == nil) else { return nil }
             return Parsed(
                 sequence: sequence, operation: operation,
                 record: StoredRecord(
                     id: id, version: version, fields: fields, modified: clock, writer: writer, created: created),
-                isLast: isLast, fieldsRange: fieldsRange)
+                isLast: isLast,
+                seal: prior.map { JournalEntry.Seal(prior: $0, sum: sum!.value, sumOffset: sum!.offset) },
+                fieldsRange: fieldsRange)
         }
 
         private mutating func internedWriter(_ pointer: UnsafePointer<UInt8>, count: Int) -> String {
@@ -190,6 +206,22 @@ extension JSONFileFormat {
             lastWriterBytes = Array(UnsafeBufferPointer(start: pointer, count: count))
             lastWriter = String(decoding: lastWriterBytes, as: UTF8.self)
             return lastWriter
+        }
+
+        /// Parses 16 lowercase hexadecimal digits at `start`.
+        private static func hex(_ scanner: JSONScanner, _ start: Int) -> UInt64? {
+            var value: UInt64 = 0
+            for index in start..<(start + 16) {
+                let byte = scanner[index]
+                let digit: UInt8
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+                default: return nil
+                }
+                value = value << 4 | UInt64(digit)
+            }
+            return value
         }
 
         /// Parses `<millis>-<counter>` from the bytes of a string.

@@ -140,9 +140,7 @@ extension JSONFileZone {
             return try reload(&disk, underLock: underLock)
         }
         let size = disk.mustTruncateTo.map { min($0, info.size) } ?? info.size
-        // Writers append at the end of the file (cutting spaces after the data first), so an
-        // unchanged size means nothing new, spaces after the data or not.
-        if size == disk.journalSize && disk.journalSeen == disk.journalEnd {
+        if size == disk.journalSize && disk.journalSeen == disk.journalEnd && !appendFollows(disk, size: size) {
             return []
         }
         let scan = try readJournal(&disk, size: size, after: memory.withLock { $0.token.sequence })
@@ -153,6 +151,16 @@ extension JSONFileZone {
         return notifications
     }
 
+    /// Whether an append may have started at `journalEnd` since the journal was last read,
+    /// when its size did not change: the byte there is no longer a reserved space (see
+    /// ``JSONFileFormat/reservedByte``). One `pread` of one byte, so that a read that finds
+    /// nothing new stays cheap.
+    private func appendFollows(_ disk: Disk, size: Int) -> Bool {
+        guard disk.journalEnd < size else { return false }
+        var byte: UInt8 = 0
+        return pread(disk.journalFD, &byte, 1, off_t(disk.journalEnd)) != 1 || byte != JSONFileFormat.reservedByte
+    }
+
     /// Reads the journal from `journalEnd` to `size`, reports its bad lines and the commits
     /// that repeat a sequence number already read (`sequence`: the state's), moves the clock
     /// past other writers' readings, and moves `journalEnd` past the last complete append.
@@ -161,23 +169,40 @@ extension JSONFileZone {
     ) throws(MirrorError) -> JSONFileFormat.JournalScan {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
-        let bytes: [UInt8]
-        do {
-            bytes = try JSONFileIO.read(disk.journalFD, from: start, count: size - start)
-        } catch {
-            throw located(MirrorError.posix(error.code, "read", file: path(name)))
-        }
-        var parser = JSONFileFormat.LineParser()
-        let (scan, dataEnd) = bytes.withUnsafeBufferPointer { buffer in
-            let base = buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!
-            let scan = JSONFileFormat.scanJournal(base, count: buffer.count, after: sequence, parser: &parser)
-            return (scan, JSONFileFormat.dataEnd(base, count: buffer.count))
+        var bytes: [UInt8] = []
+        var scan = JSONFileFormat.JournalScan()
+        var dataEnd = 0
+        // Twice when lines belong to no complete append: read without the writers' lock,
+        // they may be an append written in place that was read as it was written (its
+        // checksum did not match). That append was complete before the later one began, so
+        // a second read sees it whole; lines still left out then are damaged.
+        for _ in 0..<2 {
+            do {
+                bytes = try JSONFileIO.read(disk.journalFD, from: start, count: size - start)
+            } catch {
+                throw located(MirrorError.posix(error.code, "read", file: path(name)))
+            }
+            var parser = JSONFileFormat.LineParser()
+            (scan, dataEnd) = bytes.withUnsafeBufferPointer { buffer in
+                let base = buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!
+                let scan = JSONFileFormat.scanJournal(base, count: buffer.count, after: sequence, parser: &parser)
+                return (scan, JSONFileFormat.dataEnd(base, count: buffer.count))
+            }
+            if !scan.orphaned { break }
         }
         for bad in scan.bad {
             let range = bad.offset..<(bad.offset + bad.length)
             quarantine(
                 Array(bytes[range]), in: disk.directoryFD, name: "quarantine-journal-\(disk.generation)-\(start + bad.offset).bad",
                 source: name, what: "line at byte \(start + bad.offset) of \(name) does not decode")
+        }
+        for line in scan.setAside {
+            let range = line.offset..<(line.offset + line.length)
+            quarantine(
+                Array(bytes[range]), in: disk.directoryFD, name: "quarantine-journal-\(disk.generation)-\(start + line.offset).bad",
+                source: name,
+                what: "line at byte \(start + line.offset) of \(name) belongs to an append that does not match its "
+                    + "checksum (damaged, or cut short by a power loss), so its commit was not applied")
         }
         for repeated in scan.repeated {
             let range = repeated.offset..<(repeated.offset + repeated.length)

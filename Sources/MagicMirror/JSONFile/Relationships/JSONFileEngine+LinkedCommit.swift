@@ -218,16 +218,16 @@ extension JSONFileEngine {
                 guard failure == nil, let commits = writes[handle.zone], !commits.isEmpty else { return }
                 // One append: its commits are read all together or not at all.
                 let first = handle.memory.withLock { $0.token.sequence } + 1
-                var lines = JSONByteWriter(capacity: 256)
+                var lines = JSONFileFormat.JournalAppend(capacity: 256)
                 for (offset, records) in commits.enumerated() {
                     for (position, record) in records.enumerated() {
-                        JSONFileFormat.appendJournalLine(
-                            to: &lines, sequence: first + offset, record: record,
+                        lines.add(
+                            sequence: first + offset, record: record,
                             isLast: offset == commits.count - 1 && position == records.count - 1)
                     }
                 }
                 do throws(MirrorError) {
-                    try handle.append(&disk, lines.bytes, durable: durable)
+                    try handle.append(&disk, lines.sealed(), durable: durable)
                 } catch {
                     failure = error
                     return

@@ -45,7 +45,7 @@ struct JSONFileLinkedIntent: Sendable {
                     ZoneLine(zone: batch.zone, changes: batch.changes, records: batch.produced.count)))
                 writer.append("\n")
                 for record in batch.produced {
-                    JSONFileFormat.appendJournalLine(to: &writer, sequence: 1, record: record, isLast: false)
+                    JSONFileFormat.appendJournalLine(to: &writer, sequence: 1, record: record)
                 }
             }
             writer.append(raw: try encoder.encode(EndLine(end: true)))

@@ -80,7 +80,7 @@ extension JSONFileZone {
                 // append that did not reach its end.
                 // Sized once: a large batch's buffer grown by doubling copied and faulted in
                 // about twice its size (perf: a third of a 100,000-record commit).
-                var lines = JSONByteWriter(capacity: plans.reduce(0) { size, plan in
+                var lines = JSONFileFormat.JournalAppend(capacity: plans.reduce(0) { size, plan in
                     guard case .write(_, let changed, _) = plan else { return size }
                     return changed.reduce(size) { $0 + JSONFileFormat.journalLineCapacity(for: $1) }
                 })
@@ -89,8 +89,8 @@ extension JSONFileZone {
                 for (index, plan) in plans.enumerated() {
                     guard case .write(_, let changed, let sequence) = plan else { continue }
                     for (position, record) in changed.enumerated() {
-                        JSONFileFormat.appendJournalLine(
-                            to: &lines, sequence: sequence, record: record,
+                        lines.add(
+                            sequence: sequence, record: record,
                             isLast: index == lastWriting && position == changed.count - 1)
                     }
                     durable = durable || accepted[index].durable
@@ -98,7 +98,7 @@ extension JSONFileZone {
                 var writeError: MirrorError?
                 if lines.count > 0 {
                     do throws(MirrorError) {
-                        try append(&disk, lines.bytes, durable: durable)
+                        try append(&disk, lines.sealed(), durable: durable)
                     } catch {
                         writeError = error
                     }
@@ -160,9 +160,13 @@ extension JSONFileZone {
     /// `durable`. On failure the journal is cut back to where it was, so nothing of the
     /// failed append is ever read.
     ///
-    /// The bytes go at the end of the file, so that every byte below a size a reader has
-    /// seen is written: a reader only ever sees a prefix of an append. A tail of spaces
-    /// after the data (see ``JSONFileFormat/reservedByte``) is cut first.
+    /// The bytes go where the journal's data ends, over the spaces reserved there when the
+    /// file has them: the flush then writes data only, not a new file size as well. An
+    /// append that would grow the file reserves ``JSONFileFormat/journalReserve`` more bytes
+    /// of spaces past itself, in the same `write`. Written in place, an append can be seen
+    /// with a hole (a reader copying one page before the write reaches it and the next one
+    /// after; blocks reaching the disk out of order in a power loss): the checksum in its
+    /// last line (``JSONFileFormat/JournalAppend``) tells readers it is not whole.
     ///
     /// - Throws: An error marked ``MirrorError/nothingStored`` when the append failed before
     ///   its bytes were complete in the file and they were cut off again; otherwise (the
@@ -180,17 +184,19 @@ extension JSONFileZone {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
         let fd = disk.journalFD
+        var written = bytes.count
         do throws(FileSystem.Failure) {
-            if disk.journalSize > start {
-                // Spaces after the data: writing over them would let a reader (or a crash)
-                // see a later part of the append without an earlier one.
-                try fileSystem.truncate(fd, to: start)
-                disk.journalSize = start
-            }
             guard lseek(fd, off_t(start), SEEK_SET) == off_t(start) else {
                 throw FileSystem.Failure(operation: .write, code: errno)
             }
-            try fileSystem.write(fd, bytes: bytes)
+            if start + bytes.count > disk.journalSize && bytes.count < JSONFileFormat.journalReserve {
+                var reserving = bytes
+                reserving.append(contentsOf: repeatElement(JSONFileFormat.reservedByte, count: JSONFileFormat.journalReserve))
+                written = reserving.count
+                try fileSystem.write(fd, bytes: reserving)
+            } else {
+                try fileSystem.write(fd, bytes: bytes)
+            }
             if durable {
                 disk.appendWasVisible = true
                 try fileSystem.sync(fd)
@@ -211,7 +217,7 @@ extension JSONFileZone {
         }
         disk.journalEnd = start + bytes.count
         disk.journalSeen = disk.journalEnd
-        disk.journalSize = start + bytes.count
+        disk.journalSize = max(disk.journalSize, start + written)
         try confirmAppend(disk, bytes, at: start)
     }
 
