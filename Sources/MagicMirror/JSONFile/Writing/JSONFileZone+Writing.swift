@@ -99,7 +99,9 @@ extension JSONFileZone {
                 var writeError: MirrorError?
                 if lines.count > 0 {
                     do throws(MirrorError) {
-                        try append(&disk, lines.sealed(), durable: durable)
+                        // Consumed, so that sealing writes into the only reference to the
+                        // bytes rather than a copy of them (31 MB for 100,000 records).
+                        try append(&disk, (consume lines).sealed(), durable: durable)
                     } catch {
                         writeError = error
                     }
