@@ -5,7 +5,9 @@
 /// Each wait reads the state it waits for at once, then again after every step of the
 /// mirror that may have changed it (a local mutation, a pull of remote changes, a commit's
 /// outcome, a failure), and ends as soon as the condition holds. Nothing polls: between
-/// two steps the waiting task is suspended. On time-out the wait throws a
+/// two steps the waiting task is suspended. When the time is up, the state is read once
+/// more (the reading task may not have run since the last step, on a busy machine); if
+/// the condition still does not hold, the wait throws a
 /// `MirrorError` of kind `MirrorError.Kind.timedOut` whose message shows the last value
 /// it saw, abbreviated when it is large, so a failing test says what was there instead.
 ///
@@ -34,7 +36,8 @@ extension Mirror {
     ///   - description: What is awaited, for the failure message (for example
     ///     `"the remote record"`).
     ///   - predicate: The condition on the records. Called on a background task, once per
-    ///     check; it must not mutate the mirror.
+    ///     check, and once more on the waiting task before a time-out is reported; it must
+    ///     not mutate the mirror.
     /// - Returns: The records that satisfied the condition.
     /// - Throws: `MirrorError.Kind.timedOut` when the condition did not hold in time; the
     ///   message shows the records last seen (the first ten and how many more).
@@ -68,7 +71,8 @@ extension Mirror {
     ///   - timeout: How long to wait; 10 seconds by default.
     ///   - description: What is awaited, for the failure message.
     ///   - predicate: The condition on the pending changes (oldest first). Called on a
-    ///     background task, once per check.
+    ///     background task, once per check, and once more on the waiting task before a
+    ///     time-out is reported.
     /// - Returns: The pending changes that satisfied the condition.
     /// - Throws: `MirrorError.Kind.timedOut` when the condition did not hold in time; the
     ///   message shows the pending changes last seen, each with its last error.
@@ -159,9 +163,18 @@ extension Mirror {
         predicate: @escaping @Sendable (Value) throws -> Bool
     ) async throws(MirrorError) -> Value {
         let reads = MirrorStateReads(mirror: self, read: read)
-        return try await reads.firstElement(
-            timeout: timeout, description, noun: "value", endingReader: true, describe: describe,
-            satisfying: predicate)
+        do {
+            return try await reads.firstElement(
+                timeout: timeout, description, noun: "value", endingReader: true, describe: describe,
+                satisfying: predicate)
+        } catch where error.kind == .timedOut && error.underlying == nil {
+            // The step that satisfied the condition may have run while the reading task
+            // waited for a thread (on a busy machine the time-out and the mirror's last steps
+            // can all be due before it runs): read the state once more before giving up.
+            let value = read(self)
+            if (try? predicate(value)) == true { return value }
+            throw error
+        }
     }
 }
 

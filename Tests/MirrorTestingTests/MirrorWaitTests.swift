@@ -115,6 +115,35 @@ import Testing
         #expect(Set(try database.records(SampleRecord.self)) == Set(records))
     }
 
+    /// The flake of `aFullDiskDelaysAnItemButDoesNotLoseIt` in full runs: the retry was
+    /// committed, but the task reading the state had not run since (the cooperative pool was
+    /// busy for longer than the time-out), so the wait reported the failed attempt it had
+    /// seen. Here the reading task is held up inside the condition until the time-out has
+    /// ended the wait and the change is committed.
+    @Test func aStepTheReaderHasNotSeenWhenTheTimeIsUpStillCounts() async throws {
+        let database = InMemoryDatabase()
+        let mirror = try await sampleMirror(on: database)
+        database.commitLatency = .seconds(3600)
+        mirror.dataModel.append(SampleRecord(title: "Milk"))
+        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(60)) { $0 == 1 }
+        let heldUp = Mutex(false)
+        try await mirror.waitUntilPendingChanges(timeout: .milliseconds(50)) { changes in
+            guard !changes.isEmpty else { return true }
+            guard !heldUp.withLock({ $0 }) else { return false }
+            heldUp.withLock { $0 = true }
+            database.commitLatency = .zero
+            // The time-out cancels the reading task; the commit goes on meanwhile. Polled:
+            // the condition runs synchronously on the reading task, which is the point.
+            let limit = ContinuousClock.now + .seconds(60)
+            while !(Task.isCancelled && mirror.pendingChanges.isEmpty), ContinuousClock.now < limit {
+                Thread.sleep(forTimeInterval: 0.005)
+            }
+            return false
+        }
+        #expect(heldUp.withLock { $0 })
+        #expect(mirror.pendingChanges.isEmpty)
+    }
+
     @Test func waitUntilCommittedTimesOutListingTheChangesOnHold() async throws {
         let database = InMemoryDatabase()
         let mirror = try await sampleMirror(on: database)

@@ -37,15 +37,21 @@ final class JSONFileZone: Sendable {
     /// What `disk` guards.
     struct Disk {
         var loaded = false
-        var directoryFD: Int32 = -1
-        var lockFD: Int32 = -1
+        var directoryFD: Int32 = -1 { didSet { directoryIdentity = JSONFileIO.identity(directoryFD) } }
+        var lockFD: Int32 = -1 { didSet { lockIdentity = JSONFileIO.identity(lockFD) } }
         /// The snapshot the state was loaded from (kept open so its inode cannot be reused
         /// and mistaken for a new snapshot); -1 when there is none.
         var snapshotFD: Int32 = -1
         var snapshot: JSONFileIO.FileInfo?
         var generation = 0
         /// The current generation's journal; -1 when it does not exist yet.
-        var journalFD: Int32 = -1
+        var journalFD: Int32 = -1 { didSet { journalIdentity = JSONFileIO.identity(journalFD) } }
+        // The device and inode of the descriptors above, read when each is set: they do not
+        // change while it is open, and the checks that the files are still the ones at
+        // their names (before every append) then read only the names.
+        private(set) var directoryIdentity: JSONFileIO.Identity?
+        private(set) var lockIdentity: JSONFileIO.Identity?
+        private(set) var journalIdentity: JSONFileIO.Identity?
         var journalWritable = false
         /// The end of the last complete append read from the journal: where the next
         /// append goes.

@@ -10,6 +10,20 @@ enum JSONFileIO {
         var mode: mode_t
         var isSymbolicLink: Bool
         var isDirectory: Bool
+
+        var identity: Identity { Identity(device: device, inode: inode) }
+    }
+
+    /// Which file a descriptor or name is: its device and inode.
+    struct Identity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    /// The identity of an open file; `nil` for a negative descriptor or when it cannot be read.
+    static func identity(_ fd: Int32) -> Identity? {
+        guard fd >= 0, let info = info(fd) else { return nil }
+        return info.identity
     }
 
     /// `fstat` of an open file, or `nil` with `errno` set.

@@ -84,7 +84,7 @@ extension JSONFileZone {
     /// Whether the zone directory this engine holds open is no longer the one at its path:
     /// another program moved, removed or replaced it.
     private func directoryReplaced(_ disk: Disk) -> Bool {
-        guard disk.directoryFD >= 0, let held = JSONFileIO.info(disk.directoryFD) else { return false }
+        guard let held = disk.directoryIdentity else { return false }
         var status = stat()
         guard lstat(directoryPath, &status) == 0 else { return true }
         return UInt64(status.st_ino) != held.inode || UInt64(status.st_dev) != held.device

@@ -89,17 +89,13 @@ extension JSONFileFormat {
             guard let sumOffset else {
                 preconditionFailure("a journal append without its last line")
             }
-            // Taken out of the writer, so that writing the digits does not copy the whole
-            // append first (the writer kept a second reference to the bytes: perf showed a
-            // copy of 31 MB in a 100,000-record commit).
-            var bytes: [UInt8] = []
-            swap(&bytes, &writer.bytes)
-            bytes.withUnsafeMutableBufferPointer { buffer in
+            // In place: `self` is owned here, so its buffer is not copied.
+            writer.bytes.withUnsafeMutableBufferPointer { buffer in
                 let base = UnsafeMutableRawPointer(buffer.baseAddress!)
                 let sum = appendChecksum(base, count: buffer.count, sumAt: sumOffset)
                 writeHex(sum, to: base + sumOffset)
             }
-            return bytes
+            return writer.bytes
         }
     }
 

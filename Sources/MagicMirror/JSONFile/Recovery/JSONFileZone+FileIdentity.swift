@@ -42,10 +42,10 @@ extension JSONFileZone {
 
     /// Whether the lock file this engine holds open is the file named `lock`.
     func lockIsStillNamed(_ disk: Disk) -> Bool {
-        guard disk.lockFD >= 0, let held = JSONFileIO.info(disk.lockFD),
+        guard let held = disk.lockIdentity,
               let named = JSONFileIO.info(at: disk.directoryFD, JSONFileFormat.lockFile)
         else { return false }
-        return held.inode == named.inode && held.device == named.device
+        return held == named.identity
     }
 
     /// Throws when the lock this writer holds stopped being the file named `lock` (another
@@ -92,11 +92,11 @@ extension JSONFileZone {
 
     /// Whether the journal this engine holds open is no longer the file at its name.
     func journalWasReplaced(_ disk: Disk) -> Bool {
-        guard disk.journalFD >= 0, let held = JSONFileIO.info(disk.journalFD) else { return false }
+        guard let held = disk.journalIdentity else { return false }
         guard let named = JSONFileIO.info(at: disk.directoryFD, JSONFileFormat.journalFile(disk.generation)) else {
             return true
         }
-        return held.inode != named.inode || held.device != named.device
+        return held != named.identity
     }
 
     /// Repairs a journal that another program replaced or removed, under the writers' lock,
