@@ -122,8 +122,7 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
         if zone.scope == .shared { return try await sharedFetchAll(in: zone) }
         try await prepareRead(of: zone)
         return store.contents.withLock { contents in
-            let state = contents.zones[zone] ?? ZoneState()
-            return ChangeSet(records: state.liveRecords, token: state.token, isComplete: true)
+            (contents.zones[zone] ?? ZoneState()).completeChangeSet
         }
     }
 

@@ -23,12 +23,33 @@ package struct ZoneState: Sendable {
     package init(generation: Int = 0, sequence: Int = 0, records: [StoredRecord] = []) {
         token = ChangeToken(generation: generation, sequence: sequence)
         baseSequence = sequence
+        if let table = IDMap(ids: records.map(\.id), values: records) {
+            self.records = table
+            return
+        }
+        // An id listed twice: the later record wins.
         self.records.reserveCapacity(records.count)
         for record in records { self.records[record.id] = record }
     }
 
-    /// The live records, in no particular order.
-    package var liveRecords: [StoredRecord] { records.values.filter { !$0.isDeleted } }
+    /// The live records, in no particular order. Without tombstones, the table's own array
+    /// (shared, not copied).
+    package var liveRecords: [StoredRecord] {
+        hasTombstones ? records.values.filter { !$0.isDeleted } : records.values
+    }
+
+    /// Every live record as a complete change set (see ``RecordDatabase/fetchAll(in:)``).
+    /// Without tombstones it carries the state's table (``ChangeSet/recordsByID``), which a
+    /// mirror keeps instead of building its own copy: opening a large zone then holds one
+    /// table, until the zone or the mirror changes a record (copy on write).
+    package var completeChangeSet: ChangeSet {
+        hasTombstones
+            ? ChangeSet(records: liveRecords, token: token, isComplete: true)
+            : ChangeSet(complete: records, token: token)
+    }
+
+    /// Whether some record is a tombstone.
+    private var hasTombstones: Bool { records.values.contains { $0.isDeleted } }
 
     /// Number of live records.
     package var liveCount: Int { records.values.reduce(0) { $0 + ($1.isDeleted ? 0 : 1) } }

@@ -243,9 +243,7 @@ public final class JSONFileDatabase: RecordDatabase {
 
     public func fetchAll(in zone: ZoneID) async throws -> ChangeSet {
         if zone.scope == .shared { return try await sharedFetchAll(in: zone) }
-        return try engine.zone(zone).read { state in
-            ChangeSet(records: state.liveRecords, token: state.token, isComplete: true)
-        }
+        return try engine.zone(zone).read { $0.completeChangeSet }
     }
 
     public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {

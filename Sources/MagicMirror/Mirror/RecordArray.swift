@@ -331,6 +331,14 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     /// Whether two records share an id (only known for a tracked array; `false` otherwise).
     var mayHaveDuplicates: Bool { tracking?.hasDuplicates ?? false }
 
+    /// The id index, when it lists exactly the records' ids in their order (as
+    /// ``startTracking(ids:)`` leaves it when no id is listed twice). Linear time.
+    var idsInOrder: IDMap<Int>? {
+        guard let tracking, !tracking.hasDuplicates, tracking.positions.values.elementsEqual(elements.indices)
+        else { return nil }
+        return tracking.positions
+    }
+
     /// Starts keeping an id index. Linear time.
     ///
     /// - Parameter ids: The records' ids, in order, when the caller has them already.

@@ -42,6 +42,12 @@ struct RecordPositions: Sendable {
 
     /// Indexes records whose ids are `ids`, in order, from scratch. Linear time.
     mutating func rebuild(indexing ids: [String]) {
+        validBelow = ids.count
+        if let positions = IDMap(ids: ids, values: Array(ids.indices)) {
+            self.positions = positions
+            hasDuplicates = false
+            return
+        }
         var positions = IDMap<Int>()
         positions.reserveCapacity(ids.count)
         var duplicates = false
@@ -49,7 +55,6 @@ struct RecordPositions: Sendable {
             if positions.updateValue(index, forKey: id) != nil { duplicates = true }
         }
         self.positions = positions
-        validBelow = ids.count
         hasDuplicates = duplicates
     }
 

@@ -17,6 +17,12 @@ extension JSONScanner {
         let start = position
         var escaped = false
         while position < end {
+            // Eight plain bytes at a time, up to the first that needs a look.
+            while end - position >= 8,
+                  !Self.needsALook(UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)) {
+                position += 8
+            }
+            guard position < end else { break }
             let byte = base[position]
             if byte == UInt8(ascii: "\"") {
                 let range = (start, position, escaped)
@@ -34,6 +40,21 @@ extension JSONScanner {
             }
         }
         return nil
+    }
+
+    /// Whether one of the eight bytes of `word` is not plain string content: a quote, a
+    /// backslash, a control byte (below 0x20) or part of a multi-byte UTF-8 sequence (0x80
+    /// and above). Exact: never `false` when one is (`true` lets the byte-wise loop look).
+    static func needsALook(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        // A byte below n (n ≤ 0x80) borrows into its high bit when n is subtracted from it,
+        // and had that bit clear; a byte equal to c is below 1 once xored with c.
+        func hasByteBelow(_ word: UInt64, _ n: UInt64) -> Bool {
+            (word &- ones &* n) & ~word & highBits != 0
+        }
+        return word & highBits != 0 || hasByteBelow(word, 0x20)
+            || hasByteBelow(word ^ (ones &* 0x22), 1) || hasByteBelow(word ^ (ones &* 0x5C), 1)
     }
 
     /// Skips one escape sequence starting at the backslash.

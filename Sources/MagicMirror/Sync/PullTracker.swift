@@ -43,10 +43,15 @@ struct PullTracker<Record: Recordable>: Sendable {
     /// The stored record the mirror knows for `id`, tombstones included.
     subscript(id: String) -> StoredRecord? { storedRecords[id] }
 
-    /// Takes a whole zone as the starting point.
+    /// Takes a whole zone as the starting point: the database's table of it when the set
+    /// carries one (shared until either side changes a record), else a table of its records.
     mutating func load(_ set: ChangeSet) {
-        storedRecords.reserveCapacity(set.records.count)
-        for record in set.records { storedRecords[record.id] = record }
+        if let table = set.recordsByID {
+            storedRecords = table
+        } else {
+            storedRecords.reserveCapacity(set.records.count)
+            for record in set.records { storedRecords[record.id] = record }
+        }
         token = set.token
     }
 

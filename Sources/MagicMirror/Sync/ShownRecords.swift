@@ -50,14 +50,18 @@ struct ShownRecords<Record: Recordable>: Sendable {
         storage = RecordArray(records)
         storage.startTracking(ids: ids)
         if storage.mayHaveDuplicates { removeDuplicates(keeping: [:]) }
+        if let positions = storage.idsInOrder {
+            // The same ids and table as the array's positions. The values are copied:
+            // sharing the array's storage would make the first edit of the array copy it.
+            var values: [Record] = []
+            values.reserveCapacity(storage.count)
+            values.append(contentsOf: storage.array)
+            valuesByID = positions.withValues(values)
+            return
+        }
         valuesByID = [:]
         valuesByID.reserveCapacity(storage.count)
-        if let ids, storage.count == ids.count {
-            let shown = storage.array
-            for index in ids.indices { valuesByID[ids[index]] = shown[index] }
-        } else {
-            for record in storage { valuesByID[record.recordID] = record }
-        }
+        for record in storage { valuesByID[record.recordID] = record }
     }
 
     /// The value shown for `id`, if any.

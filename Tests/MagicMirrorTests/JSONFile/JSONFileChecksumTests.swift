@@ -106,11 +106,11 @@ import Testing
 
     /// `bytes` with line `line` made spaces: an append written in place and read with a
     /// hole where the reserved spaces were not overwritten yet.
-    private func withHole(_ bytes: [UInt8], line: Int = 0) -> [UInt8] {
+    private func withHole(_ bytes: [UInt8], line: Int = 0, filler: UInt8 = UInt8(ascii: " ")) -> [UInt8] {
         var holed = bytes
         let newlines = holed.indices.filter { holed[$0] == UInt8(ascii: "\n") }
         let start = line == 0 ? 0 : newlines[line - 1] + 1
-        for index in start...newlines[line] { holed[index] = UInt8(ascii: " ") }
+        for index in start...newlines[line] { holed[index] = filler }
         return holed
     }
 
@@ -141,6 +141,35 @@ import Testing
         // The hole's spaces and the line after them read as one line, which is set aside.
         #expect(followed.setAside.map(\.offset) == [0] && followed.bad.isEmpty)
         #expect(followed.consumed == whole.count + next.count)
+    }
+
+    /// The append before a whole one lost its last line, newline included, to a hole (spaces
+    /// where the reserved space was not overwritten, or zeros after a power cut): the whole
+    /// append's first line reads together with the hole, and is read again from the
+    /// append's first byte, so that the commit is applied whole.
+    @Test(arguments: [UInt8(ascii: " "), 0])
+    func anAppendWhoseFirstLineFollowsAHoleIsAppliedWhole(filler: UInt8) {
+        let damaged = withHole(sealedAppend(sequence: 2, ["b", "c"]), line: 1, filler: filler)
+        let whole = sealedAppend(sequence: 3, ["d", "e"])
+        let result = scan(damaged + whole)
+        #expect(result.commits.map { $0.records.map(\.id) } == [["d", "e"]])
+        #expect(result.setAside.count == 1, "b's line, the rest of its commit")
+        #expect(result.bad.count == (filler == 0 ? 1 : 0), "the zeros before d's line")
+        #expect(result.consumed == damaged.count + whole.count)
+    }
+
+    /// The same, opened: never half of commit 3.
+    @Test func anAppendAfterAHoleIsNotAppliedInPart() async throws {
+        let directory = try TemporaryDirectory("checksum-hole-half")
+        defer { directory.remove() }
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url)
+        try await db.commit([jsonSave("a", ["v": 1])], to: zone)
+        let journal = try JSONFileTestSupport.journal(in: db.directory(of: zone))
+        try JSONFileTestSupport.append(
+            withHole(sealedAppend(sequence: 2, ["b", "c"]), line: 1) + sealedAppend(sequence: 3, ["d", "e"]),
+            to: journal)
+        let reader = try JSONFileDatabase(isolatedDirectory: directory.url)
+        #expect(Set(try await reader.fetchAll(in: zone).records.map(\.id)) == ["a", "d", "e"])
     }
 
     /// An append that says it starts before the bytes the reader has (or in one already

@@ -44,6 +44,55 @@ import Testing
         #expect(map.values.sorted() == model.values.sorted())
     }
 
+    @Test func aMapBuiltFromArraysBehavesAsOneBuiltByInserting() throws {
+        let ids = (0..<3_000).map(Self.id)
+        let values = Array(ids.indices)
+        var built = try #require(IDMap(ids: ids, values: values))
+        var model: [String: Int] = [:]
+        for (id, value) in zip(ids, values) { model[id] = value }
+        #expect(built.count == model.count)
+        for (id, value) in model { #expect(built[id] == value) }
+        #expect(built["absent"] == nil)
+        // It grows, removes and changes in place as any other.
+        for number in 3_000..<3_500 {
+            built[Self.id(number)] = number
+            model[Self.id(number)] = number
+        }
+        for number in stride(from: 0, to: 3_500, by: 3) {
+            #expect(built.removeValue(forKey: Self.id(number)) == model.removeValue(forKey: Self.id(number)))
+        }
+        built[Self.id(1)]? += 10
+        model[Self.id(1)]? += 10
+        #expect(built.count == model.count)
+        for (id, value) in model { #expect(built[id] == value) }
+        #expect(ids.count == 3_000 && values.count == 3_000, "the arrays it was built from are left as they were")
+        let empty = try #require(IDMap<Int>(ids: [], values: []))
+        #expect(empty.isEmpty && empty["a"] == nil)
+    }
+
+    @Test func aMapWithOtherValuesSharesTheIdsAndEachChangesAlone() throws {
+        let ids = (0..<500).map(Self.id)
+        let positions = try #require(IDMap(ids: ids, values: Array(ids.indices)))
+        var names = positions.withValues(ids.map { "name \($0)" })
+        #expect(names.count == 500)
+        for (index, id) in ids.enumerated() {
+            #expect(names[id] == "name \(id)")
+            #expect(positions[id] == index)
+        }
+        #expect(names.sharesStorage(with: positions.withValues(ids)), "the same ids, not a copy")
+        names[Self.id(7)] = nil
+        names["new"] = "new"
+        #expect(names.count == 500 && names[Self.id(7)] == nil && names["new"] == "new")
+        #expect(positions.count == 500 && positions[Self.id(7)] == 7 && positions["new"] == nil, "left as it was")
+    }
+
+    @Test func aMapIsNotBuiltFromArraysThatListAnIdTwice() {
+        #expect(IDMap(ids: ["a", "b", "a"], values: [1, 2, 3]) == nil)
+        // The same bytes: "é" precomposed twice; decomposed "é" is another id.
+        #expect(IDMap(ids: ["\u{e9}", "x", "\u{e9}"], values: [1, 2, 3]) == nil)
+        #expect(IDMap(ids: ["\u{e9}", "e\u{301}"], values: [1, 2])?.count == 2)
+    }
+
     @Test func anInPlaceChangeThatRemovesTheEntryMovesTheLastOneIn() {
         var map: IDMap<[Int]> = ["a": [1], "b": [2], "c": [3]]
         // `_modify` yielding nil removes the entry, wherever it lies.

@@ -22,6 +22,28 @@ import Testing
         return tracker
     }
 
+    @Test func loadingKeepsTheTableTheSetCarries() throws {
+        var state = ZoneState()
+        state.apply([stored("a", version: 1), stored("b", version: 2)], sequence: 1)
+        let set = state.completeChangeSet
+        var tracker = PullTracker<Chore>()
+        tracker.load(set)
+        let table = try #require(set.recordsByID)
+        #expect(tracker.storedRecords.sharesStorage(with: table), "the database's table, not a copy")
+        #expect(tracker["b"]?.version == 2)
+        #expect(tracker.token == state.token)
+        tracker.remember(stored("b", version: 3))
+        #expect(tracker["b"]?.version == 3)
+        #expect(table["b"]?.version == 2, "the database's table is left as it was")
+    }
+
+    @Test func loadingASetWithoutATableIndexesItsRecords() {
+        let tracker = loaded(at: 1, [stored("a", version: 1), stored("b", version: 2)])
+        #expect(tracker.storedRecords.count == 2)
+        #expect(tracker["a"]?.version == 1)
+        #expect(tracker["b"]?.version == 2)
+    }
+
     @Test func hintsMoveTheTargetForwardOnly() {
         var tracker = loaded(at: 1)
         let woken = [token(1), token(3), token(2), token(3)].map { tracker.hint($0) }

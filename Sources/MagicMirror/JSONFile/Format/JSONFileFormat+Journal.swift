@@ -69,7 +69,7 @@ extension JSONFileFormat {
     ) -> JournalScan {
         var scan = JournalScan()
         // The lines read since the last complete append, each with its offset and end.
-        var pending: [(entry: JournalEntry, fields: LineParser.FieldsBytes?, start: Int, end: Int)] = []
+        var pending: [PendingLine] = []
         // The fields of the commits' records, in order, gathered into one buffer at the end
         // (one allocation for all, as a snapshot's).
         var fields: [LineParser.FieldsBytes?] = []
@@ -90,7 +90,7 @@ extension JSONFileFormat {
                 pendingBad.append((start, newline + 1 - start))
                 continue
             }
-            pending.append((entry, entryFields, start, newline + 1))
+            pending.append(PendingLine(entry: entry, fields: entryFields, start: start, end: newline + 1))
             guard entry.isLast else { continue }
             var appendStart = max(scan.consumed, unmatchedEnd)
             if let seal = entry.seal {
@@ -108,11 +108,33 @@ extension JSONFileFormat {
                 }
             }
             // Lines before the append's first byte were not part of it.
-            let firstOwn = pending.firstIndex { $0.start >= appendStart } ?? pending.count
+            var firstOwn = pending.firstIndex { $0.start >= appendStart } ?? pending.count
+            let straddled = (firstOwn > 0 && pending[firstOwn - 1].end > appendStart)
+                || pendingBad.contains { $0.offset < appendStart && $0.offset + $0.length > appendStart }
+            if straddled {
+                // The append starts inside a line as read: the newline before it was lost
+                // (in a hole of the append before). Its own lines are read again from its
+                // first byte, and the bytes before it are set aside.
+                let own = lines(base, from: appendStart, to: newline + 1, parser: &parser)
+                pending.removeSubrange(firstOwn...)
+                if firstOwn > 0, pending[firstOwn - 1].end > appendStart {
+                    pending[firstOwn - 1].end = appendStart
+                }
+                for index in pendingBad.indices where pendingBad[index].offset < appendStart {
+                    pendingBad[index].length = min(pendingBad[index].length, appendStart - pendingBad[index].offset)
+                }
+                pendingBad.removeAll { $0.offset >= appendStart }
+                pendingBad.append(contentsOf: own.bad)
+                pending.append(contentsOf: own.lines)
+                firstOwn = pending.count - own.lines.count
+            }
             if firstOwn > 0 || pendingBad.contains(where: { $0.offset < appendStart }) {
                 scan.orphaned = true
             }
-            scan.setAside.append(contentsOf: pending[..<firstOwn].map { ($0.start, $0.end - $0.start) })
+            scan.setAside.append(contentsOf: pending[..<firstOwn].lazy
+                .filter { !isBlank(base, $0.start, $0.end) }
+                .map { ($0.start, $0.end - $0.start) })
+            pendingBad.removeAll { isBlank(base, $0.offset, $0.offset + $0.length) }
             // Consecutive lines with the same `seq` make one commit.
             var commitStart = firstOwn
             while commitStart < pending.count {
@@ -143,6 +165,36 @@ extension JSONFileFormat {
             }
         }
         return scan
+    }
+
+    /// The lines from `start` to `end` (which ends with a newline), decoded, and those that
+    /// do not decode.
+    private static func lines(
+        _ base: UnsafePointer<UInt8>, from start: Int, to end: Int, parser: inout LineParser
+    ) -> (lines: [PendingLine], bad: [(offset: Int, length: Int)]) {
+        var result: (lines: [PendingLine], bad: [(offset: Int, length: Int)]) = ([], [])
+        var lineStart = start
+        while lineStart < end {
+            let newline = UnsafePointer<UInt8>(
+                memchr(base + lineStart, 0x0A, end - lineStart)!.assumingMemoryBound(to: UInt8.self)) - base
+            defer { lineStart = newline + 1 }
+            if isBlank(base, lineStart, newline) { continue }
+            if let (entry, fields) = parser.parseJournalLine(base, start: lineStart, end: newline, deferringFields: true) {
+                result.lines.append(PendingLine(entry: entry, fields: fields, start: lineStart, end: newline + 1))
+            } else {
+                result.bad.append((lineStart, newline + 1 - lineStart))
+            }
+        }
+        return result
+    }
+
+    /// A decoded journal line not yet part of a complete append: where it is (`end` past
+    /// its newline) and its fields' bytes.
+    private struct PendingLine {
+        var entry: JournalEntry
+        var fields: LineParser.FieldsBytes?
+        var start: Int
+        var end: Int
     }
 
     /// The byte a journal's reserved tail is made of: a space, so that a journal with one

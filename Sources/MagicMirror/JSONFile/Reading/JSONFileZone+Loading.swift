@@ -93,7 +93,7 @@ extension JSONFileZone {
             generation: generation, sequence: contents.header?.sequence ?? 0, records: contents.records)
         contents.records = []
         if journalFD >= 0, let info = JSONFileIO.info(journalFD), info.size > 0 {
-            let read = try readJournal(&disk, size: info.size, after: state.token.sequence)
+            let read = try readJournal(&disk, size: info.size, after: state.token.sequence, underLock: underLock)
             _ = apply(read, to: &state, notify: false)
         }
         if underLock { try cutTail(&disk) }

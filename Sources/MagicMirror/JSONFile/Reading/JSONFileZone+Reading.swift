@@ -143,7 +143,7 @@ extension JSONFileZone {
         if size == disk.journalSize && disk.journalSeen == disk.journalEnd && !appendFollows(disk, size: size) {
             return []
         }
-        let scan = try readJournal(&disk, size: size, after: memory.withLock { $0.token.sequence })
+        let scan = try readJournal(&disk, size: size, after: memory.withLock { $0.token.sequence }, underLock: underLock)
         let notifications = memory.withLock { state in
             apply(scan, to: &state, notify: true)
         }
@@ -164,21 +164,28 @@ extension JSONFileZone {
     /// Reads the journal from `journalEnd` to `size`, reports its bad lines and the commits
     /// that repeat a sequence number already read (`sequence`: the state's), moves the clock
     /// past other writers' readings, and moves `journalEnd` past the last complete append.
+    ///
+    /// - Parameter underLock: Whether this engine holds the writers' lock (no append can be
+    ///   under way).
     func readJournal(
-        _ disk: inout Disk, size: Int, after sequence: Int
+        _ disk: inout Disk, size: Int, after sequence: Int, underLock: Bool
     ) throws(MirrorError) -> JSONFileFormat.JournalScan {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
         var bytes: [UInt8] = []
         var scan = JSONFileFormat.JournalScan()
         var dataEnd = 0
-        // Twice when lines belong to no complete append: read without the writers' lock,
-        // they may be an append written in place that was read as it was written (its
-        // checksum did not match). That append was complete before the later one began, so
-        // a second read sees it whole; lines still left out then are damaged.
+        // Twice when lines belong to no complete append and the lock is not held: they may be
+        // an append written in place that was read as it was written (its checksum did not
+        // match). Every byte before the end of the last complete append was written before
+        // that append began, so a second read of those bytes only sees them as they stay;
+        // lines still left out then are damaged. (What follows is read on the next pass:
+        // appends written in place there meanwhile could be read with holes again.)
+        var count = size - start
+        var shortened = false
         for _ in 0..<2 {
             do {
-                bytes = try JSONFileIO.read(disk.journalFD, from: start, count: size - start)
+                bytes = try JSONFileIO.read(disk.journalFD, from: start, count: count)
             } catch {
                 throw located(MirrorError.posix(error.code, "read", file: path(name)))
             }
@@ -188,7 +195,13 @@ extension JSONFileZone {
                 let scan = JSONFileFormat.scanJournal(base, count: buffer.count, after: sequence, parser: &parser)
                 return (scan, JSONFileFormat.dataEnd(base, count: buffer.count))
             }
-            if !scan.orphaned { break }
+            if !scan.orphaned || underLock || shortened { break }
+            count = scan.consumed
+            shortened = true
+        }
+        if shortened {
+            // Look at what follows on the next pass.
+            catchUpRequested.store(true, ordering: .sequentiallyConsistent)
         }
         for bad in scan.bad {
             let range = bad.offset..<(bad.offset + bad.length)
