@@ -20,20 +20,10 @@ package enum NameRules {
         let utf8 = name.utf8
         if utf8.isEmpty { return "is empty" }
         if utf8.count > maximumBytes { return "is \(utf8.count) bytes long; the limit is \(maximumBytes)" }
-<<<<<<< HEAD
-        if utf8.count <= 2, name == "." || name == ".." { return "is '\(name)', which names a directory" }
-        // Every record id of every commit comes here: `memchr` over the bytes where they lie
-        // (the generic `contains` reads a native string's view a byte at a time).
-        let (slash, nul) = utf8.withContiguousStorageIfAvailable { bytes in
-            (memchr(bytes.baseAddress!, Int32(UInt8(ascii: "/")), bytes.count) != nil,
-             memchr(bytes.baseAddress!, 0, bytes.count) != nil)
-        } ?? (utf8.contains(UInt8(ascii: "/")), utf8.contains(0))
-=======
         if name == "." || name == ".." { return "is '\(name)', which names a directory" }
         // One pass over the contiguous bytes (a record id is checked for every record read).
         var bytes = name
         let (slash, nul) = bytes.withUTF8 { ($0.contains(UInt8(ascii: "/")), $0.contains(0)) }
->>>>>>> main
         if slash { return "contains '/'" }
         if nul { return "contains a NUL byte" }
         if becomesFileName, !utf8.allSatisfy({ $0 < 0x80 }) {
