@@ -35,22 +35,21 @@ public enum CommitPlan: Hashable, Sendable {
     ///     `nil` for one never stored.
     public init(_ operations: [RecordOperation], writer: String, stored: (String) -> StoredRecord?) {
         var produced: [StoredRecord?] = []
-        var conflicts: [CommitOutcome.Result?] = []
-        var conflicted = false
+        // Only the operations that conflict: most commits have none (a result for every
+        // operation, in an array grown by doubling, was about 9 MB for 100,000 operations).
+        var conflicts: [(index: Int, current: StoredRecord?)] = []
         produced.reserveCapacity(operations.count)
         for operation in operations {
             let current = stored(operation.recordID)
             if let current, current.writer == writer, current.modified == operation.timestamp {
                 // A retry of a change that is already stored.
                 produced.append(nil)
-                conflicts.append(nil)
                 continue
             }
             let version = current?.version ?? 0
             guard version == operation.baseVersion else {
-                conflicted = true
+                conflicts.append((produced.count, current))
                 produced.append(nil)
-                conflicts.append(.conflict(current: current))
                 continue
             }
             let fields: Data? = switch operation.action {
@@ -62,8 +61,13 @@ public enum CommitPlan: Hashable, Sendable {
                     id: operation.recordID, version: version + 1, fields: fields,
                     modified: operation.timestamp, writer: writer,
                     created: ZoneState.created(after: current, at: operation.timestamp)))
-            conflicts.append(nil)
         }
-        self = conflicted ? .refuse(conflicts.map { $0 ?? .notApplied }) : .apply(produced)
+        guard !conflicts.isEmpty else {
+            self = .apply(produced)
+            return
+        }
+        var results = [CommitOutcome.Result](repeating: .notApplied, count: operations.count)
+        for (index, current) in conflicts { results[index] = .conflict(current: current) }
+        self = .refuse(results)
     }
 }

@@ -9,10 +9,11 @@ import Foundation
 package struct ZoneState: Sendable {
     /// Every record of the current generation, tombstones included.
     package private(set) var records: IDMap<StoredRecord> = [:]
-    /// The ids changed by each sequence number after `baseSequence`, in order.
+    /// The ids changed by each sequence number after `baseSequence`, in order. A record
+    /// changed more than once is in several entries; ``changes(since:)`` lists it once, at
+    /// its last change, found when reading: a table of each record's last sequence number,
+    /// kept up to date by every commit, was a fifth of the time of applying a large commit.
     private var log: [(sequence: Int, ids: [String])] = []
-    /// The sequence number of the last change of each record in `log`.
-    private var lastSequence: IDMap<Int> = [:]
     /// The token of the state.
     package private(set) var token: ChangeToken
     /// The sequence the generation started at (its snapshot's last sequence).
@@ -82,10 +83,8 @@ package struct ZoneState: Sendable {
         ids.reserveCapacity(changed.count)
         // One table growth for a large batch instead of one per doubling.
         records.reserveCapacity(records.count + changed.count)
-        lastSequence.reserveCapacity(lastSequence.count + changed.count)
         for record in changed {
             Self.store(record, over: &records[record.id])
-            lastSequence[record.id] = sequence
             ids.append(record.id)
         }
         log.append((sequence, ids))
@@ -111,7 +110,6 @@ package struct ZoneState: Sendable {
     package mutating func compact(toGeneration generation: Int) {
         records = records.filter { !$0.isDeleted }
         log.removeAll(keepingCapacity: false)
-        lastSequence.removeAll(keepingCapacity: false)
         baseSequence = token.sequence
         token.generation = generation
     }
@@ -144,11 +142,23 @@ package struct ZoneState: Sendable {
             let middle = (low + high) / 2
             if log[middle].sequence <= since.sequence { low = middle + 1 } else { high = middle }
         }
+        let entries = log[low...]
         var changed: [StoredRecord] = []
-        for entry in log[low...] {
-            for id in entry.ids where lastSequence[id] == entry.sequence {
+        if entries.count == 1, let entry = entries.first {
+            // One commit (the usual pull), which names each record once.
+            changed.reserveCapacity(entry.ids.count)
+            for id in entry.ids {
                 if let record = records[id] { changed.append(record) }
             }
+        } else {
+            // Each record once, at its last change: the first time it is met walking back.
+            var seen = IDSet()
+            for entry in entries.reversed() {
+                for id in entry.ids.reversed() where seen.insert(id).inserted {
+                    if let record = records[id] { changed.append(record) }
+                }
+            }
+            changed.reverse()
         }
         return ChangeSet(records: changed, token: token, isComplete: false)
     }
@@ -175,8 +185,14 @@ package struct ZoneState: Sendable {
         try MirrorError.beforeStoring { () throws(MirrorError) in try check(operations, zone: zone) }
     }
 
+    /// From this many operations, a commit is checked in parallel parts first.
+    package static let operationsCheckedInParallel = 2 * BatchJSONCoding.recordsPerParallelPart
+
     private static func check(_ operations: [RecordOperation], zone: ZoneID) throws(MirrorError) {
         try zone.validate()
+        // A large commit is checked in parallel first; only when that finds a problem is it
+        // checked again, in order, below, so the error is the one a check in order meets first.
+        if operations.count >= operationsCheckedInParallel, passes(operations) { return }
         var seen = IDSet()
         seen.reserveCapacity(operations.count)
         for operation in operations {
@@ -193,5 +209,42 @@ package struct ZoneState: Sendable {
                     recordIDs: [operation.recordID], recordType: zone.recordType, scope: zone.scope)
             }
         }
+    }
+
+    /// Whether every operation passes the checks that need no other operation and no two
+    /// name the same record, found in parallel parts (each operation's own checks, a scan of
+    /// every byte of its fields, and the hash of its id), then through the ids' hashes: an
+    /// open-addressing table of positions, at most half full, where only ids with equal
+    /// hashes are compared. (A set of 100,000 ids, each retained going in and released when
+    /// it is freed, took longer than all the other checks together.)
+    private static func passes(_ operations: [RecordOperation]) -> Bool {
+        let hashes = BatchJSONCoding.inParallelParts(operations.count, state: {}) { _, index -> Int? in
+            isValidAlone(operations[index]) ? IDKey(operations[index].recordID).hashValue : nil
+        }
+        var slotCount = 8
+        while slotCount < 2 * operations.count { slotCount *= 2 }
+        let mask = slotCount - 1
+        var slots = [Int](repeating: -1, count: slotCount)
+        for (index, hash) in hashes.enumerated() {
+            guard let hash else { return false }
+            var slot = hash & mask
+            while slots[slot] >= 0 {
+                let other = slots[slot]
+                if hashes[other] == hash, IDKey.same(operations[other].recordID, operations[index].recordID) {
+                    return false
+                }
+                slot = (slot + 1) & mask
+            }
+            slots[slot] = index
+        }
+        return true
+    }
+
+    /// Whether `operation` passes the checks that need no other operation: a valid record
+    /// id, and fields that are one JSON object.
+    private static func isValidAlone(_ operation: RecordOperation) -> Bool {
+        guard NameRules.problem(with: operation.recordID) == nil else { return false }
+        if case .save(let fields) = operation.action { return JSONShape.isObject(fields) }
+        return true
     }
 }

@@ -18,17 +18,20 @@ extension RemoteNotification {
         _ changed: [StoredRecord], databaseIdentifier: String, zone: ZoneID, token: ChangeToken,
         writer: String?
     ) -> [RemoteNotification] {
-        var byReason: [Reason: [String]] = [:]
-        var order: [Reason] = []
+        // The ids of each reason at the reason's place in `reasons` (no dictionary: a
+        // `String`-backed enum hashes its raw value, twice per record of a large commit).
+        let reasons: [Reason] = [.created, .updated, .deleted]
+        var ids: [[String]] = [[], [], []]
+        var order: [Int] = []
         for record in changed {
-            let reason: Reason = record.isDeleted ? .deleted : (record.version == 1 ? .created : .updated)
-            if byReason[reason] == nil { order.append(reason) }
-            byReason[reason, default: []].append(record.id)
+            let place = record.isDeleted ? 2 : (record.version == 1 ? 0 : 1)
+            if ids[place].isEmpty { order.append(place) }
+            ids[place].append(record.id)
         }
-        return order.map { reason in
+        return order.map { place in
             RemoteNotification(
-                databaseIdentifier: databaseIdentifier, zone: zone, recordIDs: byReason[reason] ?? [],
-                reason: reason, token: token, writer: writer)
+                databaseIdentifier: databaseIdentifier, zone: zone, recordIDs: ids[place],
+                reason: reasons[place], token: token, writer: writer)
         }
     }
 }

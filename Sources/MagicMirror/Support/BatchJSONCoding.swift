@@ -86,20 +86,33 @@ package enum BatchJSONCoding {
 
     /// `element(&state, i)` for every `i` in `0..<count`, in order; for large counts computed
     /// in one part per core, in parallel, each part with its own `state`.
-    private static func inParallelParts<Element, State>(
+    package static func inParallelParts<Element, State>(
         _ count: Int, state makeState: @Sendable () -> State, _ element: @Sendable (inout State, Int) -> Element
     ) -> [Element] {
-        let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, count / recordsPerParallelPart))
-        return [Element](unsafeUninitializedCapacity: count) { buffer, initialized in
+        [Element](unsafeUninitializedCapacity: count) { buffer, initialized in
             let output = ResultsBuffer(buffer: buffer)
-            DispatchQueue.concurrentPerform(iterations: parts) { part in
-                let range = (count * part / parts)..<(count * (part + 1) / parts)
+            _ = inParallelRanges(count) { range in
                 var state = makeState()
                 for index in range {
                     (output.buffer.baseAddress! + index).initialize(to: element(&state, index))
                 }
             }
             initialized = count
+        }
+    }
+
+    /// `part(range)` for consecutive ranges that cover `0..<count`, in order: one range for
+    /// small counts, else one per core (at least ``recordsPerParallelPart`` each), computed
+    /// in parallel.
+    package static func inParallelRanges<Part>(_ count: Int, _ part: @Sendable (Range<Int>) -> Part) -> [Part] {
+        let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, count / recordsPerParallelPart))
+        return [Part](unsafeUninitializedCapacity: parts) { buffer, initialized in
+            let output = ResultsBuffer(buffer: buffer)
+            DispatchQueue.concurrentPerform(iterations: parts) { index in
+                let range = (count * index / parts)..<(count * (index + 1) / parts)
+                (output.buffer.baseAddress! + index).initialize(to: part(range))
+            }
+            initialized = parts
         }
     }
 

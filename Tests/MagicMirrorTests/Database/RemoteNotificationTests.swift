@@ -137,6 +137,32 @@ import Testing
         #expect(RemoteNotification(userInfo: info) == example)
     }
 
+    /// One commit's records give one notification per reason, in the order the reasons
+    /// first appear, each with its records' ids in order.
+    @Test func groupingGivesOneNotificationPerReasonInOrder() {
+        func record(_ id: String, version: Int, deleted: Bool = false) -> StoredRecord {
+            StoredRecord(
+                id: id, version: version, fields: deleted ? nil : Data("{}".utf8),
+                modified: HLCTimestamp(millis: 5), writer: "w")
+        }
+        let token = ChangeToken(generation: 2, sequence: 7)
+        let changed = [
+            record("u1", version: 3), record("d1", version: 2, deleted: true), record("c1", version: 1),
+            record("u2", version: 2), record("c2", version: 1), record("d2", version: 5, deleted: true),
+        ]
+        let grouped = RemoteNotification.grouping(
+            changed, databaseIdentifier: "db", zone: .public("Todo"), token: token, writer: "w")
+        #expect(grouped.map(\.reason) == [.updated, .deleted, .created])
+        #expect(grouped.map(\.recordIDs) == [["u1", "u2"], ["d1", "d2"], ["c1", "c2"]])
+        #expect(grouped.allSatisfy { $0.token == token && $0.writer == "w" && $0.databaseIdentifier == "db" })
+        #expect(RemoteNotification.grouping(
+            [], databaseIdentifier: "db", zone: .public("Todo"), token: token, writer: nil).isEmpty)
+        let created = RemoteNotification.grouping(
+            [record("c", version: 1)], databaseIdentifier: "db", zone: .public("Todo"), token: token, writer: nil)
+        #expect(created.map(\.reason) == [.created])
+        #expect(created.first?.writer == nil)
+    }
+
     private static func stringKeyed(_ info: [AnyHashable: Any]) -> [String: Any] {
         var result: [String: Any] = [:]
         for (key, value) in info { if let key = key.base as? String { result[key] = value } }

@@ -88,17 +88,20 @@ extension JSONFileZone {
                 let lastWriting = plans.lastIndex { if case .write = $0 { true } else { false } }
                 for (index, plan) in plans.enumerated() {
                     guard case .write(_, let changed, let sequence) = plan else { continue }
-                    for (position, record) in changed.enumerated() {
-                        lines.add(
-                            sequence: sequence, record: record,
-                            isLast: index == lastWriting && position == changed.count - 1)
+                    if index == lastWriting {
+                        lines.add(sequence: sequence, records: changed.dropLast())
+                        lines.add(sequence: sequence, record: changed[changed.count - 1], isLast: true)
+                    } else {
+                        lines.add(sequence: sequence, records: changed[...])
                     }
                     durable = durable || accepted[index].durable
                 }
                 var writeError: MirrorError?
                 if lines.count > 0 {
                     do throws(MirrorError) {
-                        try append(&disk, lines.sealed(), durable: durable)
+                        // Consumed, so that sealing writes into the only reference to the
+                        // bytes rather than a copy of them (31 MB for 100,000 records).
+                        try append(&disk, (consume lines).sealed(), durable: durable)
                     } catch {
                         writeError = error
                     }
