@@ -7,17 +7,18 @@ extension JSONFileFormat {
     ///
     /// - Parameter sequence: The commit's sequence number (shared by every line of the commit).
     static func appendJournalLine(to writer: inout JSONByteWriter, sequence: Int, record: StoredRecord) {
-        appendJournalLine(to: &writer, sequence: sequence, record: record, endOfAppendAt: nil)
+        appendJournalLine(to: &writer, sequence: sequence, record: record, endsAppend: false)
     }
 
-    /// Appends a journal line; with `endOfAppendAt` (where the append begins in `writer`),
-    /// the line ends the append: it carries `"end":true`, the number of the append's bytes
-    /// before it (`prior`) and a checksum of zeros that ``JournalAppend/sealed()`` fills in.
+    /// Appends a journal line; with `endsAppend` (`writer` then holds one append from its
+    /// first byte), the line ends the append: it carries `"end":true`, the number of the
+    /// append's bytes before it (`prior`) and a checksum of zeros that
+    /// ``JournalAppend/sealed()`` fills in.
     ///
     /// - Returns: Where the checksum's digits are in `writer`, for an append's last line.
     @discardableResult
     private static func appendJournalLine(
-        to writer: inout JSONByteWriter, sequence: Int, record: StoredRecord, endOfAppendAt appendStart: Int?
+        to writer: inout JSONByteWriter, sequence: Int, record: StoredRecord, endsAppend: Bool
     ) -> Int? {
         let lineStart = writer.count
         writer.append("{\"seq\":")
@@ -25,9 +26,9 @@ extension JSONFileFormat {
         writer.append(record.isDeleted ? ",\"op\":\"delete\",\"id\":" : ",\"op\":\"save\",\"id\":")
         appendEnvelope(to: &writer, record: record)
         var sumOffset: Int?
-        if let appendStart {
+        if endsAppend {
             writer.append(",\"end\":true,\"prior\":")
-            writer.append(lineStart - appendStart)
+            writer.append(lineStart)
             writer.append(",\"sum\":\"")
             sumOffset = writer.count
             writer.append("0000000000000000\"")
@@ -59,7 +60,7 @@ extension JSONFileFormat {
         mutating func add(sequence: Int, record: StoredRecord, isLast: Bool) {
             precondition(sumOffset == nil, "a line added after the end of a journal append")
             sumOffset = appendJournalLine(
-                to: &writer, sequence: sequence, record: record, endOfAppendAt: isLast ? 0 : nil)
+                to: &writer, sequence: sequence, record: record, endsAppend: isLast)
         }
 
         /// Adds the lines of `records`, all of commit `sequence` and none the append's last.

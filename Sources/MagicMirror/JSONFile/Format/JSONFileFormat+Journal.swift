@@ -117,13 +117,16 @@ extension JSONFileFormat {
                 // first byte, and the bytes before it are set aside.
                 let own = lines(base, from: appendStart, to: newline + 1, parser: &parser)
                 pending.removeSubrange(firstOwn...)
+                // The line cut at the append's first byte keeps what precedes it, unless that
+                // is blank (the hole's spaces).
                 if firstOwn > 0, pending[firstOwn - 1].end > appendStart {
                     pending[firstOwn - 1].end = appendStart
+                    if isBlank(base, pending[firstOwn - 1].start, appendStart) { pending.remove(at: firstOwn - 1) }
                 }
                 for index in pendingBad.indices where pendingBad[index].offset < appendStart {
                     pendingBad[index].length = min(pendingBad[index].length, appendStart - pendingBad[index].offset)
                 }
-                pendingBad.removeAll { $0.offset >= appendStart }
+                pendingBad.removeAll { $0.offset >= appendStart || isBlank(base, $0.offset, $0.offset + $0.length) }
                 pendingBad.append(contentsOf: own.bad)
                 pending.append(contentsOf: own.lines)
                 firstOwn = pending.count - own.lines.count
@@ -131,10 +134,7 @@ extension JSONFileFormat {
             if firstOwn > 0 || pendingBad.contains(where: { $0.offset < appendStart }) {
                 scan.orphaned = true
             }
-            scan.setAside.append(contentsOf: pending[..<firstOwn].lazy
-                .filter { !isBlank(base, $0.start, $0.end) }
-                .map { ($0.start, $0.end - $0.start) })
-            pendingBad.removeAll { isBlank(base, $0.offset, $0.offset + $0.length) }
+            scan.setAside.append(contentsOf: pending[..<firstOwn].map { ($0.start, $0.end - $0.start) })
             // Consecutive lines with the same `seq` make one commit.
             var commitStart = firstOwn
             while commitStart < pending.count {
@@ -155,7 +155,7 @@ extension JSONFileFormat {
             }
             pending.removeAll(keepingCapacity: true)
             scan.consumed = newline + 1
-            scan.bad.append(contentsOf: pendingBad.sorted { $0.offset < $1.offset })
+            scan.bad.append(contentsOf: pendingBad)
             pendingBad.removeAll()
         }
         var slices = sharedFields(fields, from: base).makeIterator()

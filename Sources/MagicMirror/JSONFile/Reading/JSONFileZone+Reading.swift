@@ -203,26 +203,26 @@ extension JSONFileZone {
             // Look at what follows on the next pass.
             catchUpRequested.store(true, ordering: .sequentiallyConsistent)
         }
-        for bad in scan.bad {
-            let range = bad.offset..<(bad.offset + bad.length)
+        // Lines left in place but not applied: kept in quarantine once, named by their offset.
+        let (directoryFD, generation) = (disk.directoryFD, disk.generation)
+        func keep(_ offset: Int, _ length: Int, _ what: String) {
             quarantine(
-                Array(bytes[range]), in: disk.directoryFD, name: "quarantine-journal-\(disk.generation)-\(start + bad.offset).bad",
-                source: name, what: "line at byte \(start + bad.offset) of \(name) does not decode")
+                Array(bytes[offset..<(offset + length)]), in: directoryFD,
+                name: "quarantine-journal-\(generation)-\(start + offset).bad", source: name, what: what)
+        }
+        for bad in scan.bad {
+            keep(bad.offset, bad.length, "line at byte \(start + bad.offset) of \(name) does not decode")
         }
         for line in scan.setAside {
-            let range = line.offset..<(line.offset + line.length)
-            quarantine(
-                Array(bytes[range]), in: disk.directoryFD, name: "quarantine-journal-\(disk.generation)-\(start + line.offset).bad",
-                source: name,
-                what: "line at byte \(start + line.offset) of \(name) belongs to an append that does not match its "
+            keep(
+                line.offset, line.length,
+                "line at byte \(start + line.offset) of \(name) belongs to an append that does not match its "
                     + "checksum (damaged, or cut short by a power loss), so its commit was not applied")
         }
         for repeated in scan.repeated {
-            let range = repeated.offset..<(repeated.offset + repeated.length)
-            quarantine(
-                Array(bytes[range]), in: disk.directoryFD,
-                name: "quarantine-journal-\(disk.generation)-\(start + repeated.offset).bad", source: name,
-                what: "the commit at byte \(start + repeated.offset) of \(name) repeats sequence number "
+            keep(
+                repeated.offset, repeated.length,
+                "the commit at byte \(start + repeated.offset) of \(name) repeats sequence number "
                     + "\(repeated.sequence), which an earlier commit has, so it was not applied")
         }
         var foreignClock = HLCTimestamp.zero
