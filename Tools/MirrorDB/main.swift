@@ -1,5 +1,5 @@
 // mirror-db: look inside a MagicMirror JSON-file database (see `mirror-db help`).
-// Every command but `compact` only reads; `verify` runs the checks of the engine's recovery
+// Every command but `compact` and `upgrade` only reads; `verify` runs the checks of the engine's recovery
 // on open, with the engine's own parsers, and exits non-zero when it finds a problem.
 import Foundation
 import MagicMirror
@@ -18,6 +18,10 @@ let usage = """
                                exits with status 1 when it finds a problem
       compact DIR [TYPE]       compacts zones: a new snapshot, an empty journal (this one writes)
       quarantine DIR [FILE]    lists the quarantine files, or prints one (bytes recovery set aside)
+      upgrade DIR              rewrites database.json in format 2, whose journals reserve space that
+                               appends overwrite in place (this one writes). Versions of MagicMirror
+                               from before append checksums refuse a database in format 2: stop every
+                               process that runs one on DIR first
 
     options:
       --json                   one JSON document on standard output instead of text

@@ -59,7 +59,7 @@ package enum JSONFileInspection {
             return Problem(kind: "database-file", file: file, message: "missing or unreadable (a first open creates it)")
         }
         do throws(MirrorError) {
-            _ = try JSONFileEngine.identifier(in: Array(data), file: file)
+            _ = try JSONFileEngine.databaseFile(in: Array(data), file: file)
             return nil
         } catch {
             return Problem(kind: "database-file", file: file, message: error.message)
