@@ -182,7 +182,7 @@ extension JSONFileEngine {
             throw MirrorError(
                 .unsupportedFormat,
                 "\(file) is in format \(format); this version of MagicMirror reads formats "
-                    + "\(readable.lowerBound) to \(readable.upperBound) only. Nothing was changed.",
+                    + readable.map(String.init).joined(separator: " and ") + " only. Nothing was changed.",
                 file: file)
         }
         guard let identifier = object["identifier"] as? String, !identifier.isEmpty else {
