@@ -94,6 +94,7 @@ import Testing
         let json = try await db(["--json", "stats", folder.path])
         #expect(json.status == 0, "\(json.stderr)")
         let object = try #require(json.json as? [String: Any], "\(json.stdout)")
+        #expect(object["format"] as? Int == 2, "the database's format")
         let zone = try #require((object["zones"] as? [[String: Any]])?.first)
         #expect(zone["records"] as? Int == 1)
         #expect(zone["deleted"] as? Int == 1)
@@ -219,6 +220,9 @@ import Testing
         #expect(try await Todo.run(["--db", folder.path, "add", "Before"]).status == 0)
         var sizes = try journalSizes(folder)
         #expect(sizes.file == sizes.data, "nothing reserved in a format-1 journal")
+        let statsBefore = try await db(["stats", folder.path])
+        #expect(statsBefore.stdout.hasPrefix("database \(folder.path), format 1 (mirror-db upgrade moves it to 2): 1 zone\n"),
+                "\(statsBefore.stdout)")
 
         let upgraded = try await db(["upgrade", folder.path])
         #expect(upgraded.status == 0, "\(upgraded.stderr)")
@@ -241,6 +245,8 @@ import Testing
         #expect(try await Todo.list(folder).map { $0["title"] as? String } == ["Before", "After"])
         let verified = try await db(["verify", folder.path])
         #expect(verified.status == 0, "\(verified.stdout)")
+        let stats = try await db(["stats", folder.path])
+        #expect(stats.stdout.hasPrefix("database \(folder.path), format 2: 1 zone\n"), "\(stats.stdout)")
 
         let notADatabase = try TemporaryFolder()
         defer { notADatabase.remove() }

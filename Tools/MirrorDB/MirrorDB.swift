@@ -132,11 +132,15 @@ struct MirrorDB {
                 "quarantineFiles": zone.quarantine.count,
             ]
         }
+        let format = JSONFileInspection.databaseFormat(in: directory)
         if json {
-            Output.printJSON(["database": directory, "zones": rows])
+            var object: [String: Any] = ["database": directory, "zones": rows]
+            object["format"] = format
+            Output.printJSON(object)
             return
         }
-        print("database \(directory): \(zones.count) zone\(zones.count == 1 ? "" : "s")")
+        let formatText = format.map { ", format \($0)\($0 < 2 ? " (mirror-db upgrade moves it to 2)" : "")" } ?? ""
+        print("database \(directory)\(formatText): \(zones.count) zone\(zones.count == 1 ? "" : "s")")
         for zone in zones {
             let ratio = zone.snapshotBytes > 0
                 ? String(format: "%.1f× the snapshot", Double(zone.journalBytes) / Double(zone.snapshotBytes))

@@ -13,7 +13,8 @@ let usage = """
       show DIR [TYPE]          the records of every zone (or of record type TYPE), in creation
                                order, with readable dates
       log DIR [TYPE]           the journal as a history: sequence, when, who (writer id), what
-      stats DIR                zones, records, deleted records, bytes of snapshot and journal
+      stats DIR                the database's format; zones, records, deleted records, bytes of
+                               snapshot and journal
       verify DIR               every check recovery makes on open, without changing a byte;
                                exits with status 1 when it finds a problem
       compact DIR [TYPE]       compacts zones: a new snapshot, an empty journal (this one writes)
