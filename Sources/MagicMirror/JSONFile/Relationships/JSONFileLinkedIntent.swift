@@ -33,16 +33,19 @@ struct JSONFileLinkedIntent: Sendable {
 
     /// The file's bytes.
     func encoded() throws(MirrorError) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Sorted keys, so that DirectJSONEncoder gives the same bytes without JSONEncoder's
+        // cost per value (a cascade's zone line lists every record it deletes).
+        let encoder = StoredFieldsFormat.makeEncoder()
+        let direct = DirectJSONEncoder.canStandIn(for: encoder)
         var writer = JSONByteWriter(capacity: 4096)
         do {
             writer.append(raw: try encoder.encode(
                 Header(format: JSONFileFormat.version, writer: self.writer, clock: timestamp, zones: batches.count)))
             writer.append("\n")
             for batch in batches {
-                writer.append(raw: try encoder.encode(
-                    ZoneLine(zone: batch.zone, changes: batch.changes, records: batch.produced.count)))
+                writer.append(raw: try DirectJSONEncoder.encode(
+                    ZoneLine(zone: batch.zone, changes: batch.changes, records: batch.produced.count),
+                    direct: direct, orWith: encoder))
                 writer.append("\n")
                 for record in batch.produced {
                     JSONFileFormat.appendJournalLine(to: &writer, sequence: 1, record: record)
