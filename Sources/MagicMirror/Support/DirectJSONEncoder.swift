@@ -267,7 +267,7 @@ final class DirectJSONWriter: Encoder {
         }
         if Value.self == UUID.self {
             // What UUID's own encode(to:) writes (its uuidString), without printf.
-            return try text { DirectJSONText.appendEscaped(UUIDText.string(value as! UUID), to: &$0) }
+            return try text { UUIDText.appendQuoted(value as! UUID, to: &$0) }
         }
         if Value.self == URL.self {
             return try text { DirectJSONText.appendEscaped((value as! URL).absoluteString, to: &$0) }

@@ -86,15 +86,26 @@ package struct JSONByteWriter {
         var string = string
         string.withUTF8 { utf8 in
             var runStart = 0
-            for index in 0..<utf8.count {
+            var index = 0
+            while index < utf8.count {
+                // Eight plain bytes at a time, up to the first that may need escaping (the
+                // byte-wise look below passes multi-byte UTF-8 on unchanged).
+                if utf8.count - index >= 8 {
+                    let word = UnsafeRawPointer(utf8.baseAddress! + index).loadUnaligned(as: UInt64.self)
+                    if !JSONScanner.needsALook(word), !asJSONEncoder || !JSONScanner.hasByte(word, UInt8(ascii: "/")) {
+                        index += 8
+                        continue
+                    }
+                }
                 let byte = utf8[index]
+                index += 1
                 guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
                         || (asJSONEncoder && byte == UInt8(ascii: "/"))
                 else { continue }
-                if runStart < index {
-                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                if runStart < index - 1 {
+                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<(index - 1)]))
                 }
-                runStart = index + 1
+                runStart = index
                 bytes.append(UInt8(ascii: "\\"))
                 switch byte {
                 case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): bytes.append(byte)
