@@ -9,6 +9,9 @@ package struct JSONByteWriter {
     /// The bytes written so far.
     package var bytes: [UInt8] = []
 
+    /// The last string given to ``append(repeatedString:)``, and its quoted bytes.
+    private var repeated: (string: String, quoted: [UInt8])?
+
     /// Creates an empty writer with room for `capacity` bytes.
     package init(capacity: Int = 0) {
         bytes.reserveCapacity(capacity)
@@ -76,6 +79,20 @@ package struct JSONByteWriter {
     /// Appends `string` as a quoted, escaped JSON string.
     package mutating func append(string: String) {
         Self.appendQuoted(string, to: &bytes, asJSONEncoder: false)
+    }
+
+    /// Appends `string` as ``append(string:)`` does; when it is the string this method was
+    /// last given, by copying the bytes it was quoted as then (a journal append repeats its
+    /// writer's id on every line).
+    package mutating func append(repeatedString string: String) {
+        if let repeated, repeated.string == string {
+            bytes.append(contentsOf: repeated.quoted)
+            return
+        }
+        var quoted: [UInt8] = []
+        Self.appendQuoted(string, to: &quoted, asJSONEncoder: false)
+        bytes.append(contentsOf: quoted)
+        repeated = (string, quoted)
     }
 
     /// Appends `string` quoted and escaped: `"` and `\` with a backslash, `\n \r \t`,

@@ -12,6 +12,20 @@ import Testing
                 == #""a/b \"q\" \\ \u0008\u000c\n\r\t\u0001\u001f é😀""#)
     }
 
+    @Test func aRepeatedStringIsWrittenAsEachTimeAndAnotherOneAsItself() {
+        var writer = JSONByteWriter()
+        for string in [text, text, "w\"1", "w\"1", text] {
+            writer.append(repeatedString: string)
+            writer.append(byte: UInt8(ascii: ","))
+        }
+        var expected = JSONByteWriter()
+        for string in [text, text, "w\"1", "w\"1", text] {
+            expected.append(string: string)
+            expected.append(byte: UInt8(ascii: ","))
+        }
+        #expect(writer.bytes == expected.bytes)
+    }
+
     @Test func jsonEncoderStyleEscapesSlashesAndUsesShortForms() throws {
         var bytes: [UInt8] = []
         JSONByteWriter.appendQuoted(text, to: &bytes, asJSONEncoder: true)

@@ -201,7 +201,7 @@ extension JSONFileFormat {
         writer.append(",\"clock\":")
         writer.append(record.modified)
         writer.append(",\"writer\":")
-        writer.append(string: record.writer)
+        writer.append(repeatedString: record.writer)
     }
 
     /// Fields go last, raw; fields that span lines (pretty-printed JSON) are kept exactly
