@@ -93,14 +93,20 @@ extension Mirror {
         var unencodable: [(PendingEntry<Record>, MirrorError)] = []
         operations.reserveCapacity(batch.entries.count)
         sent.reserveCapacity(batch.entries.count)
+        // The values to encode, encoded together: one buffer (and, for a large batch, one
+        // thread) per part rather than an encoder and a buffer per record.
+        let values = batch.entries.compactMap { $0.resolvedFields == nil ? $0.value : nil }
+        var encoded = BatchJSONCoding.encode(values, with: schema.encoder).makeIterator()
         for entry in batch.entries {
-            if let value = entry.value {
+            if entry.value != nil {
                 let fields: Data
                 if let resolved = entry.resolvedFields {
                     fields = resolved
                 } else {
                     do {
-                        fields = try schema.sealed(schema.fields(for: value, over: entry.base?.fields))
+                        // One result per value, in order.
+                        let written = try encoded.next()!.get()
+                        fields = try schema.sealed(schema.fields(encoded: written, over: entry.base?.fields))
                     } catch {
                         unencodable.append((entry, encodingError(entry.recordID, error, in: batch.zone)))
                         continue

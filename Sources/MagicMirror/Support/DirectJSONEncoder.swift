@@ -97,6 +97,14 @@ package enum DirectJSONEncoder {
         package func encode<Value: Encodable>(_ value: Value) throws -> Data {
             try writer.encodeDocument(value)
         }
+
+        /// ``DirectJSONEncoder/encode(_:)``, appending the bytes to `output` (left as it
+        /// was when it declines).
+        ///
+        /// - Throws: ``Declined`` when it cannot give `JSONEncoder`'s bytes.
+        package func encode<Value: Encodable>(_ value: Value, appendingTo output: inout JSONByteWriter) throws {
+            try writer.encodeDocument(value, appendingTo: &output)
+        }
     }
 }
 
@@ -217,8 +225,15 @@ final class DirectJSONWriter: Encoder {
     /// Encodes `value`, which must encode an object, and returns its bytes. A writer
     /// encodes one document after the other, keeping its buffers.
     func encodeDocument<Value: Encodable>(_ value: Value) throws -> Data {
-        scratch.removeAll(keepingCapacity: true)
         output.removeAll()
+        try encodeDocument(value, appendingTo: &output)
+        return Data(output.bytes)
+    }
+
+    /// Encodes `value`, which must encode an object, and appends its bytes to `output`;
+    /// when it declines, `output` is left as it was.
+    func encodeDocument<Value: Encodable>(_ value: Value, appendingTo output: inout JSONByteWriter) throws {
+        scratch.removeAll(keepingCapacity: true)
         objectCount = 0
         arrayCount = 0
         mustDecline = false
@@ -230,8 +245,13 @@ final class DirectJSONWriter: Encoder {
         defer { isFinished = true }
         let slot = try encodeNested(value)
         guard case .object = slot, !mustDecline else { throw DirectJSONEncoder.Declined() }
-        try write(slot, to: &output)
-        return Data(output.bytes)
+        let start = output.count
+        do {
+            try write(slot, to: &output)
+        } catch {
+            output.bytes.removeSubrange(start...)
+            throw error
+        }
     }
 
     func decline() { mustDecline = true }
@@ -267,7 +287,7 @@ final class DirectJSONWriter: Encoder {
         }
         if Value.self == UUID.self {
             // What UUID's own encode(to:) writes (its uuidString), without printf.
-            return try text { DirectJSONText.appendEscaped(UUIDText.string(value as! UUID), to: &$0) }
+            return try text { UUIDText.appendQuoted(value as! UUID, to: &$0) }
         }
         if Value.self == URL.self {
             return try text { DirectJSONText.appendEscaped((value as! URL).absoluteString, to: &$0) }

@@ -9,6 +9,9 @@ package struct JSONByteWriter {
     /// The bytes written so far.
     package var bytes: [UInt8] = []
 
+    /// The last string given to ``append(repeatedString:)``, and its quoted bytes.
+    private var repeated: (string: String, quoted: [UInt8])?
+
     /// Creates an empty writer with room for `capacity` bytes.
     package init(capacity: Int = 0) {
         bytes.reserveCapacity(capacity)
@@ -78,6 +81,20 @@ package struct JSONByteWriter {
         Self.appendQuoted(string, to: &bytes, asJSONEncoder: false)
     }
 
+    /// Appends `string` as ``append(string:)`` does; when it is the string this method was
+    /// last given, by copying the bytes it was quoted as then (a journal append repeats its
+    /// writer's id on every line).
+    package mutating func append(repeatedString string: String) {
+        if let repeated, repeated.string == string {
+            bytes.append(contentsOf: repeated.quoted)
+            return
+        }
+        var quoted: [UInt8] = []
+        Self.appendQuoted(string, to: &quoted, asJSONEncoder: false)
+        bytes.append(contentsOf: quoted)
+        repeated = (string, quoted)
+    }
+
     /// Appends `string` quoted and escaped: `"` and `\` with a backslash, `\n \r \t`,
     /// other control characters as `\u00xx`; and, `asJSONEncoder`, the way `JSONEncoder`
     /// escapes (what ``DirectJSONEncoder`` must give): `/` as `\/`, `\b` and `\f` too.
@@ -86,15 +103,26 @@ package struct JSONByteWriter {
         var string = string
         string.withUTF8 { utf8 in
             var runStart = 0
-            for index in 0..<utf8.count {
+            var index = 0
+            while index < utf8.count {
+                // Eight plain bytes at a time, up to the first that may need escaping (the
+                // byte-wise look below passes multi-byte UTF-8 on unchanged).
+                if utf8.count - index >= 8 {
+                    let word = UnsafeRawPointer(utf8.baseAddress! + index).loadUnaligned(as: UInt64.self)
+                    if !JSONScanner.needsALook(word), !asJSONEncoder || !JSONScanner.hasByte(word, UInt8(ascii: "/")) {
+                        index += 8
+                        continue
+                    }
+                }
                 let byte = utf8[index]
+                index += 1
                 guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
                         || (asJSONEncoder && byte == UInt8(ascii: "/"))
                 else { continue }
-                if runStart < index {
-                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                if runStart < index - 1 {
+                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<(index - 1)]))
                 }
-                runStart = index + 1
+                runStart = index
                 bytes.append(UInt8(ascii: "\\"))
                 switch byte {
                 case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): bytes.append(byte)

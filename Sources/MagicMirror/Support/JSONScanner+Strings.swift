@@ -46,15 +46,22 @@ extension JSONScanner {
     /// backslash, a control byte (below 0x20) or part of a multi-byte UTF-8 sequence (0x80
     /// and above). Exact: never `false` when one is (`true` lets the byte-wise loop look).
     static func needsALook(_ word: UInt64) -> Bool {
+        word & 0x8080_8080_8080_8080 != 0 || hasByteBelow(word, 0x20)
+            || hasByte(word, 0x22) || hasByte(word, 0x5C)
+    }
+
+    /// Whether one of the eight bytes of `word` is below `n` (`n` ≤ 0x80). Exact.
+    static func hasByteBelow(_ word: UInt64, _ n: UInt8) -> Bool {
+        // A byte below n borrows into its high bit when n is subtracted from it, and had
+        // that bit clear.
         let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        // A byte below n (n ≤ 0x80) borrows into its high bit when n is subtracted from it,
-        // and had that bit clear; a byte equal to c is below 1 once xored with c.
-        func hasByteBelow(_ word: UInt64, _ n: UInt64) -> Bool {
-            (word &- ones &* n) & ~word & highBits != 0
-        }
-        return word & highBits != 0 || hasByteBelow(word, 0x20)
-            || hasByteBelow(word ^ (ones &* 0x22), 1) || hasByteBelow(word ^ (ones &* 0x5C), 1)
+        return (word &- ones &* UInt64(n)) & ~word & 0x8080_8080_8080_8080 != 0
+    }
+
+    /// Whether one of the eight bytes of `word` is `byte`. Exact.
+    static func hasByte(_ word: UInt64, _ byte: UInt8) -> Bool {
+        // A byte equal to `byte` is below 1 once xored with it.
+        hasByteBelow(word ^ (0x0101_0101_0101_0101 &* UInt64(byte)), 1)
     }
 
     /// Skips one escape sequence starting at the backslash.

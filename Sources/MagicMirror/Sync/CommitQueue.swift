@@ -40,6 +40,8 @@ struct CommitQueue<Record: Recordable>: Sendable {
     private var order: [(id: String, number: Int)] = []
     private var orderHead = 0
     private var nextNumber = 0
+    /// The first sequence of every entry in `pending` or `inFlight` (and of some gone).
+    private var sequences = OldestSequences()
     private(set) var backoff = RetryBackoff()
     private(set) var batchSize = BatchSize.full
     let maximumBatchSize: Int
@@ -55,11 +57,11 @@ struct CommitQueue<Record: Recordable>: Sendable {
     func hasChange(for id: String) -> Bool { pending[id] != nil || inFlight[id] != nil }
 
     /// The oldest change sequence number of any entry, waiting or in flight.
-    var oldestSequence: Int? {
-        var oldest: Int?
-        for entry in pending.values { oldest = min(oldest ?? entry.firstSequence, entry.firstSequence) }
-        for entry in inFlight.values { oldest = min(oldest ?? entry.firstSequence, entry.firstSequence) }
-        return oldest
+    mutating func oldestSequence() -> Int? {
+        let (pending, inFlight) = (pending, inFlight)
+        return sequences.oldest { sequence, id in
+            pending[id]?.firstSequence == sequence || inFlight[id]?.firstSequence == sequence
+        }
     }
 
     /// The pending changes, oldest first.
@@ -94,6 +96,7 @@ struct CommitQueue<Record: Recordable>: Sendable {
                 lastSequence: sequence)
             enqueue(&entry)
             pending[id] = entry
+            sequences.insert(sequence, id: id)
             return true
         }
         entry.value = value

@@ -216,7 +216,7 @@ struct SyncEngine<Record: Recordable> {
             return
         }
         let target = changeSequence
-        guard let oldest = queue.oldestSequence, oldest <= target else {
+        guard let oldest = queue.oldestSequence(), oldest <= target else {
             continuation.resume()
             return
         }
@@ -236,7 +236,7 @@ struct SyncEngine<Record: Recordable> {
     /// `failure` failed one of them (`failure.sequence` is the oldest failed change).
     mutating func resumeFlushes(failure: (error: MirrorError, sequence: Int)?) {
         guard !flushes.isEmpty else { return }
-        for (waiter, error) in flushes.finished(oldestPending: queue.oldestSequence, failure: failure) {
+        for (waiter, error) in flushes.finished(oldestPending: queue.oldestSequence(), failure: failure) {
             if let error { waiter.resume(throwing: error) } else { waiter.resume() }
         }
     }

@@ -156,7 +156,15 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     ///
     /// - Throws: The encoder's error when `value` cannot be encoded.
     package func fields(for value: Record, over stored: Data?) throws -> Data {
-        fields(try encode(value), over: try stored.map(openedBase))
+        try fields(encoded: encode(value), over: stored)
+    }
+
+    /// ``fields(for:over:)`` of a value already encoded with ``encoder`` (a batch's values
+    /// are encoded together by ``BatchJSONCoding``).
+    ///
+    /// - Throws: When `stored` cannot be opened.
+    package func fields(encoded written: Data, over stored: Data?) throws -> Data {
+        fields(written, over: try stored.map(openedBase))
     }
 
     /// `value`'s own fields: its encoding, by ``DirectJSONEncoder`` unless it declines.

@@ -101,7 +101,7 @@ import Testing
                 modified: HLCTimestamp(millis: 1_763_703_120_123, counter: UInt32(index)), writer: "w1-test")
             append.add(sequence: sequence, record: record, isLast: index == ids.count - 1)
         }
-        return append.sealed()
+        return Array(append.sealed().joined())
     }
 
     /// `bytes` with line `line` made spaces: an append written in place and read with a

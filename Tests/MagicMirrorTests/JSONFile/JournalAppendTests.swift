@@ -32,7 +32,7 @@ import Testing
                     isLast: index == commits.count - 1 && position == commit.records.count - 1)
             }
         }
-        return append.sealed()
+        return Array(append.sealed().joined())
     }
 
     /// The sealed bytes of `commits`, each commit's lines added as one run (the last line
@@ -47,7 +47,7 @@ import Testing
                 append.add(sequence: commit.sequence, records: commit.records[...])
             }
         }
-        return append.sealed()
+        return Array(append.sealed().joined())
     }
 
     @Test(arguments: [1, 2, JSONFileFormat.linesBuiltInParallel - 1, JSONFileFormat.linesBuiltInParallel + 1,
@@ -80,5 +80,22 @@ import Testing
         #expect(sameIDs)
         let sameFields = scan.commits.flatMap { $0.records.map(\.fields) } == commits.flatMap { $0.records.map(\.fields) }
         #expect(sameFields)
+    }
+
+    /// A long run's parts are kept as built, not copied into one buffer: the lines before
+    /// the run, its parts and the lines after it are separate parts, which together are the
+    /// bytes the lines added one by one give.
+    @Test func aLongRunIsKeptInTheBuffersItWasBuiltIn() {
+        let records = Self.records(JSONFileFormat.linesBuiltInParallel + 2)
+        var append = JSONFileFormat.JournalAppend(capacity: 0)
+        append.add(sequence: 3, record: records[0], isLast: false)
+        append.add(sequence: 3, records: records[1..<(records.count - 1)])
+        append.add(sequence: 3, record: records[records.count - 1], isLast: true)
+        let count = append.count
+        let parts = append.sealed()
+        #expect(parts.count >= 3)
+        #expect(parts.reduce(0) { $0 + $1.count } == count)
+        let same = Array(parts.joined()) == Self.oneByOne([(sequence: 3, records: records)])
+        #expect(same)
     }
 }

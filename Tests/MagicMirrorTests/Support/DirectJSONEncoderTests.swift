@@ -383,6 +383,59 @@ struct DirectJSONEncoderTests {
         }
         #expect(throws: EncodingError.self) { try encoded[4_321].get() }
     }
+
+    /// Values of a part are encoded into one buffer: a value declined before or after some
+    /// of its bytes were written leaves no trace there, and is encoded by `JSONEncoder`.
+    @Test func aBatchsSharedBufferKeepsNothingOfADeclinedValue() throws {
+        var values = (0..<5_000).map { BatchValue.plain($0) }
+        for index in [0, 17, 2_600, 4_999] { values[index] = .nonASCIIKey }
+        for index in [1, 18, 19, 3_333] { values[index] = .nestedDuplicate }
+        let encoded = BatchJSONCoding.encode(values, with: encoder)
+        #expect(encoded.count == values.count)
+        var differences = 0
+        for (index, value) in values.enumerated() where try encoded[index].get() != encoder.encode(value) {
+            differences += 1
+        }
+        #expect(differences == 0)
+    }
+}
+
+/// A record of a batch: plain, or one the direct encoder declines before writing anything
+/// (a non-ASCII key) or after writing part of it (a duplicate key in a nested object).
+private enum BatchValue: Encodable {
+    case plain(Int)
+    case nonASCIIKey
+    case nestedDuplicate
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ name: String) { stringValue = name }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    private struct Duplicate: Encodable {
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(1, forKey: Key("x"))
+            try container.encode(2, forKey: Key("x"))
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        switch self {
+        case .plain(let number):
+            try container.encode(number, forKey: Key("n"))
+            try container.encode("text \(number)", forKey: Key("t"))
+        case .nonASCIIKey:
+            try container.encode(1, forKey: Key("é"))
+        case .nestedDuplicate:
+            try container.encode(1, forKey: Key("a"))
+            try container.encode(Duplicate(), forKey: Key("b"))
+        }
+    }
 }
 
 /// A type that keeps its container after encoding (which it should not).

@@ -17,6 +17,18 @@ import Testing
         #expect(UUIDText.string(edge) == edge.uuidString)
     }
 
+    @Test func appendsWhatJSONEncoderWritesForAUUID() throws {
+        var bytes: [UInt8] = Array("[".utf8)
+        let uuids = (0..<100).map { _ in UUID() }
+            + [UUID(uuid: (0, 0xFF, 0x0F, 0xF0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0xA, 0xB, 0xC))]
+        for (index, uuid) in uuids.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            UUIDText.appendQuoted(uuid, to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "]"))
+        #expect(String(decoding: bytes, as: UTF8.self) == String(decoding: try JSONEncoder().encode(uuids), as: UTF8.self))
+    }
+
     @Test func readsTheCanonicalFormInEitherCase() {
         for _ in 0..<1_000 {
             let uuid = UUID()

@@ -27,6 +27,67 @@ import Testing
         batch.map { .applied(stored($0.recordID, version: $0.baseVersion + 1)) }
     }
 
+    /// The oldest sequence by visiting every entry, as the queue once computed it.
+    private func oldestByVisiting(_ queue: CommitQueue<Chore>) -> Int? {
+        (queue.pending.values.map(\.firstSequence) + queue.inFlight.values.map(\.firstSequence)).min()
+    }
+
+    /// The oldest sequence stays right through every way entries come and go: sent,
+    /// applied, conflicted, failed (cancelled, transient, permanent), dropped, held,
+    /// retried, not encoded.
+    @Test(arguments: 1...4)
+    func theOldestSequenceIsTheOldestOfTheEntriesLeft(seed: UInt64) {
+        var queue = CommitQueue<Chore>(maximumBatchSize: 3)
+        var random = seed
+        func next(_ bound: Int) -> Int {
+            random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((random >> 33) % UInt64(bound))
+        }
+        var sequence = 0
+        var inFlight: [PendingEntry<Chore>] = []
+        let ids = (0..<6).map { "r\($0)" }
+        var mismatches = 0
+        for _ in 0..<2_000 {
+            switch next(10) {
+            case 0, 1, 2:
+                sequence += 1
+                let id = ids[next(ids.count)]
+                _ = queue.add(
+                    id, value: next(5) == 0 ? nil : chore(id, "\(sequence)"),
+                    timestamp: HLCTimestamp(millis: Int64(sequence)), sequence: sequence, stored: nil)
+            case 3:
+                if inFlight.isEmpty { inFlight = sent(queue.next(now: now)) }
+            case 4:
+                if !inFlight.isEmpty { _ = queue.applied(inFlight, results: applied(inFlight)); inFlight = [] }
+            case 5:
+                if !inFlight.isEmpty {
+                    _ = queue.conflicted(inFlight, results: inFlight.map { .conflict(current: stored($0.recordID, version: 9)) })
+                    inFlight = []
+                }
+            case 6:
+                if !inFlight.isEmpty {
+                    let kind: MirrorError.Kind = [.cancelled, .ioFailure, .invalidRecord][next(3)]
+                    _ = queue.failed(
+                        inFlight, error: MirrorError(kind, "failed"), blamed: next(2) == 0 ? [] : [inFlight[0].recordID],
+                        now: now, configuration: MirrorConfiguration())
+                    inFlight = []
+                }
+            case 7:
+                let id = ids[next(ids.count)]
+                if next(2) == 0, queue.inFlight[id] == nil { queue.drop(id) } else { queue.hold(id, error: MirrorError(.ioFailure, "held")) }
+            case 8:
+                queue.retryHeld(upTo: sequence)
+            default:
+                if !inFlight.isEmpty {
+                    queue.encodingFailed(inFlight.map { ($0, MirrorError(.invalidRecord, "not encoded")) })
+                    inFlight = []
+                }
+            }
+            if queue.oldestSequence() != oldestByVisiting(queue) { mismatches += 1 }
+        }
+        #expect(mismatches == 0)
+    }
+
     @Test func changesToOneRecordFoldIntoOneEntry() {
         var queue = CommitQueue<Chore>(maximumBatchSize: 10)
         _ = add(&queue, "a", chore("a", "1"))

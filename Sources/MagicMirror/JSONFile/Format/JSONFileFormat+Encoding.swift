@@ -7,18 +7,18 @@ extension JSONFileFormat {
     ///
     /// - Parameter sequence: The commit's sequence number (shared by every line of the commit).
     static func appendJournalLine(to writer: inout JSONByteWriter, sequence: Int, record: StoredRecord) {
-        appendJournalLine(to: &writer, sequence: sequence, record: record, endsAppend: false)
+        appendJournalLine(to: &writer, sequence: sequence, record: record, endsAppendAfter: nil)
     }
 
-    /// Appends a journal line; with `endsAppend` (`writer` then holds one append from its
-    /// first byte), the line ends the append: it carries `"end":true`, the number of the
-    /// append's bytes before it (`prior`) and a checksum of zeros that
+    /// Appends a journal line; with `endsAppendAfter` (the number of the append's bytes
+    /// before `writer`'s first byte), the line ends the append: it carries `"end":true`, the
+    /// number of the append's bytes before it (`prior`) and a checksum of zeros that
     /// ``JournalAppend/sealed()`` fills in.
     ///
     /// - Returns: Where the checksum's digits are in `writer`, for an append's last line.
     @discardableResult
     private static func appendJournalLine(
-        to writer: inout JSONByteWriter, sequence: Int, record: StoredRecord, endsAppend: Bool
+        to writer: inout JSONByteWriter, sequence: Int, record: StoredRecord, endsAppendAfter before: Int?
     ) -> Int? {
         let lineStart = writer.count
         writer.append("{\"seq\":")
@@ -26,9 +26,9 @@ extension JSONFileFormat {
         writer.append(record.isDeleted ? ",\"op\":\"delete\",\"id\":" : ",\"op\":\"save\",\"id\":")
         appendEnvelope(to: &writer, record: record)
         var sumOffset: Int?
-        if endsAppend {
+        if let before {
             writer.append(",\"end\":true,\"prior\":")
-            writer.append(lineStart)
+            writer.append(before + lineStart)
             writer.append(",\"sum\":\"")
             sumOffset = writer.count
             writer.append("0000000000000000\"")
@@ -40,17 +40,31 @@ extension JSONFileFormat {
 
     /// The lines of one journal append, added in order; the last one ends the append and
     /// carries its checksum (see the format article, "Checksums").
+    ///
+    /// The bytes are kept in the parts they were built in: a long run of lines built in
+    /// parallel parts is not copied into one buffer (for 100,000 lines, copying 31 MB into a
+    /// new buffer, faulting its pages in and unmapping it again was a seventh of the commit),
+    /// and the parts are written one after the other.
     struct JournalAppend {
-        private var writer: JSONByteWriter
+        /// The finished parts, in order, before `writer`'s.
+        private var parts: [[UInt8]] = []
+        /// The number of bytes in `parts`.
+        private var partsCount = 0
+        /// The part lines are added to one by one.
+        private var writer = JSONByteWriter()
+        /// The bytes the caller expects the whole append to take, reserved when `writer`
+        /// first takes a line (less what is already in `parts`).
+        private let capacity: Int
+        /// Where the checksum's digits are in `writer`, once the last line is added.
         private var sumOffset: Int?
 
         /// - Parameter capacity: The bytes to reserve (see ``journalLineCapacity(for:)``).
         init(capacity: Int) {
-            writer = JSONByteWriter(capacity: capacity)
+            self.capacity = capacity
         }
 
         /// The number of bytes so far.
-        var count: Int { writer.count }
+        var count: Int { partsCount + writer.count }
 
         /// Adds the line of one changed record.
         ///
@@ -59,44 +73,63 @@ extension JSONFileFormat {
         ///   - isLast: Whether this is the append's last line; nothing may be added after it.
         mutating func add(sequence: Int, record: StoredRecord, isLast: Bool) {
             precondition(sumOffset == nil, "a line added after the end of a journal append")
+            reserveIfNew()
             sumOffset = appendJournalLine(
-                to: &writer, sequence: sequence, record: record, endsAppend: isLast)
+                to: &writer, sequence: sequence, record: record, endsAppendAfter: isLast ? partsCount : nil)
         }
 
         /// Adds the lines of `records`, all of commit `sequence` and none the append's last.
         ///
         /// A long run (``JSONFileFormat/linesBuiltInParallel`` lines or more) is built in
-        /// parallel parts, one per core, each in a buffer of its own, then copied in order:
-        /// the same bytes as the lines added one by one, in about half the time on two cores
-        /// (building lines was a sixth of a 100,000-record commit).
+        /// parallel parts, one per core, each in a buffer of its own, kept as parts of the
+        /// append: the same bytes as the lines added one by one, in about half the time on
+        /// two cores (building lines was a sixth of a 100,000-record commit).
         mutating func add(sequence: Int, records: ArraySlice<StoredRecord>) {
             precondition(sumOffset == nil, "a line added after the end of a journal append")
             guard records.count >= linesBuiltInParallel else {
+                reserveIfNew()
                 for record in records { appendJournalLine(to: &writer, sequence: sequence, record: record) }
                 return
             }
-            let parts = BatchJSONCoding.inParallelRanges(records.count) { range -> [UInt8] in
+            let built = BatchJSONCoding.inParallelRanges(records.count) { range -> [UInt8] in
                 let lines = records[(records.startIndex + range.lowerBound)..<(records.startIndex + range.upperBound)]
                 var part = JSONByteWriter(capacity: lines.reduce(0) { $0 + journalLineCapacity(for: $1) })
                 for record in lines { appendJournalLine(to: &part, sequence: sequence, record: record) }
                 return part.bytes
             }
-            for part in parts { writer.bytes.append(contentsOf: part) }
+            if writer.count > 0 {
+                partsCount += writer.count
+                parts.append(writer.bytes)
+                writer = JSONByteWriter()
+            }
+            for part in built {
+                partsCount += part.count
+                parts.append(part)
+            }
         }
 
-        /// The append's bytes, with the checksum of all of them (its own 16 digits left out)
-        /// written into the last line.
-        consuming func sealed() -> [UInt8] {
+        /// Reserves the rest of the expected size in a `writer` that has no room yet.
+        private mutating func reserveIfNew() {
+            if writer.bytes.capacity == 0 { writer.bytes.reserveCapacity(max(256, capacity - partsCount)) }
+        }
+
+        /// The append's bytes, in parts to write one after the other, with the checksum of
+        /// all of them (its own 16 digits left out) written into the last line.
+        consuming func sealed() -> [[UInt8]] {
             guard let sumOffset else {
                 preconditionFailure("a journal append without its last line")
+            }
+            var hash = XXHash64()
+            for part in parts {
+                part.withUnsafeBytes { hash.update($0.baseAddress!, count: $0.count) }
             }
             // In place: `self` is owned here, so its buffer is not copied.
             writer.bytes.withUnsafeMutableBufferPointer { buffer in
                 let base = UnsafeMutableRawPointer(buffer.baseAddress!)
-                let sum = appendChecksum(base, count: buffer.count, sumAt: sumOffset)
-                writeHex(sum, to: base + sumOffset)
+                writeHex(appendChecksum(base, count: buffer.count, sumAt: sumOffset, after: hash), to: base + sumOffset)
             }
-            return writer.bytes
+            parts.append(writer.bytes)
+            return parts
         }
     }
 
@@ -105,8 +138,13 @@ extension JSONFileFormat {
 
     /// The checksum of an append of `count` bytes at `base` whose 16 checksum digits are at
     /// `sumAt`: XXH64 of the bytes before the digits followed by the bytes after them.
-    static func appendChecksum(_ base: UnsafeRawPointer, count: Int, sumAt sumOffset: Int) -> UInt64 {
-        var hash = XXHash64()
+    ///
+    /// - Parameter hash: The hash of the append's bytes before `base`, when it was written
+    ///   in parts (``JournalAppend``).
+    static func appendChecksum(
+        _ base: UnsafeRawPointer, count: Int, sumAt sumOffset: Int, after hash: XXHash64 = XXHash64()
+    ) -> UInt64 {
+        var hash = hash
         hash.update(base, count: sumOffset)
         hash.update(base + sumOffset + 16, count: count - sumOffset - 16)
         return hash.finalize()
@@ -163,7 +201,7 @@ extension JSONFileFormat {
         writer.append(",\"clock\":")
         writer.append(record.modified)
         writer.append(",\"writer\":")
-        writer.append(string: record.writer)
+        writer.append(repeatedString: record.writer)
     }
 
     /// Fields go last, raw; fields that span lines (pretty-printed JSON) are kept exactly

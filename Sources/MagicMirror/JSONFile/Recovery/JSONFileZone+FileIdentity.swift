@@ -74,15 +74,15 @@ extension JSONFileZone {
                 + "change will be retried", file: path(name)))
     }
 
-    /// After an append, when the lock stopped being the file named `lock` while it was
-    /// written: throws unless the appended bytes are in the journal at its name, where they
+    /// After an append (`parts`, `count` bytes in all), when the lock stopped being the file
+    /// named `lock` while it was written: throws unless the appended bytes are in the journal at its name, where they
     /// were written. (Another writer that took the new lock meanwhile may have cut them as
     /// an unfinished append.)
-    func confirmAppend(_ disk: Disk, _ bytes: [UInt8], at start: Int) throws(MirrorError) {
+    func confirmAppend(_ disk: Disk, _ parts: [[UInt8]], count: Int, at start: Int) throws(MirrorError) {
         guard !lockIsStillNamed(disk) else { return }
         let name = JSONFileFormat.journalFile(disk.generation)
-        let found = (try? JSONFileIO.read(disk.journalFD, from: start, count: bytes.count)) ?? []
-        guard journalWasReplaced(disk) || found != bytes else { return }
+        let found = (try? JSONFileIO.read(disk.journalFD, from: start, count: count)) ?? []
+        guard journalWasReplaced(disk) || !found.elementsEqual(parts.joined()) else { return }
         throw located(MirrorError(
             .ioFailure,
             "\(path(JSONFileFormat.lockFile)) was removed by another program while this writer appended to "

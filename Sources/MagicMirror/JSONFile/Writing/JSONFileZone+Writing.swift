@@ -100,7 +100,7 @@ extension JSONFileZone {
                 if lines.count > 0 {
                     do throws(MirrorError) {
                         // Consumed, so that sealing writes into the only reference to the
-                        // bytes rather than a copy of them (31 MB for 100,000 records).
+                        // bytes rather than a copy of them.
                         try append(&disk, (consume lines).sealed(), durable: durable)
                     } catch {
                         writeError = error
@@ -159,9 +159,9 @@ extension JSONFileZone {
         return (results, leftover)
     }
 
-    /// Appends `bytes` to the journal (creating it if needed) and flushes it when
-    /// `durable`. On failure the journal is cut back to where it was, so nothing of the
-    /// failed append is ever read.
+    /// Appends `parts`, one after the other, to the journal (creating it if needed) and
+    /// flushes it when `durable`. On failure the journal is cut back to where it was, so
+    /// nothing of the failed append is ever read.
     ///
     /// The bytes go where the journal's data ends, over the spaces reserved there when the
     /// file has them: the flush then writes data only, not a new file size as well. An
@@ -180,7 +180,7 @@ extension JSONFileZone {
     ///   its bytes were complete in the file and they were cut off again; otherwise (the
     ///   flush failed after the bytes were in place, so other processes may have read them,
     ///   or they could not be cut off) an error that may have stored them.
-    func append(_ disk: inout Disk, _ bytes: [UInt8], durable: Bool) throws(MirrorError) {
+    func append(_ disk: inout Disk, _ parts: [[UInt8]], durable: Bool) throws(MirrorError) {
         try MirrorError.beforeStoring { () throws(MirrorError) in
             try openJournal(&disk, create: true)
             if !disk.journalWritable {
@@ -192,7 +192,8 @@ extension JSONFileZone {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
         let fd = disk.journalFD
-        var written = bytes.count
+        let count = parts.reduce(0) { $0 + $1.count }
+        var written = count
         let reserves = context.reservesJournalSpace
         do throws(FileSystem.Failure) {
             if !reserves && disk.journalSize > start {
@@ -202,13 +203,13 @@ extension JSONFileZone {
             guard lseek(fd, off_t(start), SEEK_SET) == off_t(start) else {
                 throw FileSystem.Failure(operation: .write, code: errno)
             }
-            if reserves && start + bytes.count > disk.journalSize && bytes.count < JSONFileFormat.journalReserve {
-                var reserving = bytes
+            if reserves && start + count > disk.journalSize && count < JSONFileFormat.journalReserve {
+                var reserving = Array(parts.joined())
                 reserving.append(contentsOf: repeatElement(JSONFileFormat.reservedByte, count: JSONFileFormat.journalReserve))
                 written = reserving.count
                 try fileSystem.write(fd, bytes: reserving)
             } else {
-                try fileSystem.write(fd, bytes: bytes)
+                for part in parts { try fileSystem.write(fd, bytes: part) }
             }
             if durable {
                 disk.appendWasVisible = true
@@ -228,10 +229,10 @@ extension JSONFileZone {
             }
             throw failure
         }
-        disk.journalEnd = start + bytes.count
+        disk.journalEnd = start + count
         disk.journalSeen = disk.journalEnd
         disk.journalSize = max(disk.journalSize, start + written)
-        try confirmAppend(disk, bytes, at: start)
+        try confirmAppend(disk, parts, count: count, at: start)
     }
 
     /// Opens the journal again for writing, in place of the read-only descriptor it was
