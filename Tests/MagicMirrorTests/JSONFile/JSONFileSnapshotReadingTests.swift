@@ -172,6 +172,27 @@ import Testing
         #expect(empty.records.isEmpty && empty.bad.isEmpty)
     }
 
+    /// The header's record count sizes the records array (the zone's table keeps it: not
+    /// the up to twice as much that growing by appending leaves), but is only a hint: a
+    /// count too large for the file, or one that is not a number, reads the records all
+    /// the same.
+    @Test func theHeaderCountSizesTheRecordsButIsOnlyAHint() throws {
+        let records = Self.records(1_025)
+        let exact = try Self.read(Self.snapshot(records), pieceSize: 4_096)
+        #expect(exact.records == records)
+        #expect(exact.records.capacity < 1_100, "room for the records counted, not for twice as many")
+
+        let few = Array(Self.records(3))
+        let body = Self.snapshot(few).drop { $0 != 0x0A }
+        for count in ["1000000000000", "-1", "\"many\"", "1.5"] {
+            let header = #"{"format":1,"generation":3,"sequence":42,"count":"# + count + #","records":["#
+            let contents = try Self.read(Array(header.utf8) + body, pieceSize: 64)
+            #expect(contents.header?.generation == 3 && contents.bad.isEmpty, "count \(count)")
+            #expect(contents.records == few, "count \(count)")
+            #expect(contents.records.capacity < 1_000, "count \(count)")
+        }
+    }
+
     /// A zone whose snapshot takes several pieces (more than a mebibyte) opens with every
     /// record's own fields, and a bad line in a later piece goes to quarantine byte for byte.
     @Test func aSnapshotOfManyPiecesOpensWithABadLineQuarantined() async throws {

@@ -63,7 +63,7 @@ extension JSONFileFormat {
         size: Int, pieceSize: Int = snapshotPieceSize,
         read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
     ) throws(SnapshotReadFailure) -> SnapshotContents {
-        var parser = SnapshotParser()
+        var parser = SnapshotParser(size: size)
         var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(pieceSize, 1), alignment: 1)
         defer { buffer.deallocate() }
         var offset = 0  // the file offset of the buffer's first byte
@@ -122,6 +122,12 @@ extension JSONFileFormat {
         private var parser = LineParser()
         private var fields = FieldsPool()
         private var lineNumber = 0
+        /// The file's size, which bounds how many records it can hold.
+        private let size: Int
+
+        init(size: Int) {
+            self.size = size
+        }
 
         /// Decodes the complete lines of `base[0..<count]`, which starts at byte `offset`
         /// of the file; with `isEnd`, a last line without a newline too.
@@ -147,7 +153,12 @@ extension JSONFileFormat {
                 lineNumber += 1
                 if lineNumber == 1 {
                     switch parseSnapshotHeader(base, start: start, end: newline) {
-                    case .header(let generation, let sequence): contents.header = (generation, sequence)
+                    case .header(let generation, let sequence, let count):
+                        contents.header = (generation, sequence)
+                        // Room for the records the header counts (which compaction writes),
+                        // no more than the file can hold: not the up to twice as much that
+                        // growing by appending leaves, kept by the zone's table.
+                        if let count { contents.records.reserveCapacity(min(count, size / Self.shortestRecordLine)) }
                     case .unsupported(let format): throw .unsupportedFormat(format)
                     case .invalid: contents.bad.append(bad())
                     }
@@ -170,6 +181,9 @@ extension JSONFileFormat {
             }
             return count
         }
+
+        /// Fewer bytes than any record line has (`{"id":"a","version":1,...}` and newline).
+        private static let shortestRecordLine = 24
 
         /// What the pieces held.
         ///
@@ -260,7 +274,8 @@ extension JSONFileFormat {
     }
 
     private enum HeaderResult {
-        case header(generation: Int, sequence: Int)
+        /// `count`: the number of records the header says the snapshot holds, if it says.
+        case header(generation: Int, sequence: Int, count: Int?)
         case unsupported(Int)
         case invalid
     }
@@ -271,6 +286,7 @@ extension JSONFileFormat {
         var format: Int?
         var generation: Int?
         var sequence: Int?
+        var count: Int?
         while true {
             scanner.skipWhitespace()
             guard let (keyStart, keyEnd, _) = scanner.scanString(), scanner.consume(UInt8(ascii: ":")) else {
@@ -288,6 +304,10 @@ extension JSONFileFormat {
                 generation = scanner.readInt()
             } else if scanner.bytesEqual(keyStart, keyEnd, "sequence") {
                 sequence = scanner.readInt()
+            } else if scanner.bytesEqual(keyStart, keyEnd, "count"), case var probe = scanner, let value = probe.readInt() {
+                // Only a hint: any other value is skipped, as every unknown key is.
+                count = value
+                scanner = probe
             } else {
                 guard scanner.skipValue() else { return .invalid }
             }
@@ -296,6 +316,6 @@ extension JSONFileFormat {
         guard let format else { return .invalid }
         guard format == version else { return .unsupported(format) }
         guard let generation, let sequence, generation >= 0, sequence >= 0 else { return .invalid }
-        return .header(generation: generation, sequence: sequence)
+        return .header(generation: generation, sequence: sequence, count: count.flatMap { $0 >= 0 ? $0 : nil })
     }
 }
