@@ -86,6 +86,7 @@ extension JSONFileZone {
         contents.records = []
         if journalFD >= 0, let info = JSONFileIO.info(journalFD), info.size > 0 {
             let read = try readJournal(&disk, size: info.size, after: state.token.sequence, underLock: underLock)
+            state.reserveCapacity(read.commits.reduce(state.records.count) { $0 + $1.records.count })
             _ = apply(read, to: &state, notify: false)
         }
         if underLock { try cutTail(&disk) }
