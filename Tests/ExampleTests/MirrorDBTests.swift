@@ -94,6 +94,7 @@ import Testing
         let json = try await db(["--json", "stats", folder.path])
         #expect(json.status == 0, "\(json.stderr)")
         let object = try #require(json.json as? [String: Any], "\(json.stdout)")
+        #expect(object["format"] as? Int == 2, "the database's format")
         let zone = try #require((object["zones"] as? [[String: Any]])?.first)
         #expect(zone["records"] as? Int == 1)
         #expect(zone["deleted"] as? Int == 1)
@@ -199,6 +200,63 @@ import Testing
         #expect(output.contains("ok: 1 zones, 1 records, no problems"))
     }
 
+    /// The journal's size and the size of its data (without the spaces reserved at its end).
+    private func journalSizes(_ folder: TemporaryFolder) throws -> (file: Int, data: Int) {
+        var data = try Data(contentsOf: URL(fileURLWithPath: journal(folder)))
+        let file = data.count
+        while data.last == UInt8(ascii: " ") { data.removeLast() }
+        return (file, data.count)
+    }
+
+    /// A database of format 1 (as versions from before append checksums create them) is
+    /// written at the end of its journals; `upgrade` makes it format 2, once, and the next
+    /// process reserves space.
+    @Test func upgradeRewritesTheFormatOnceAndRefusesTwice() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let databaseFile = URL(fileURLWithPath: folder.path + "/database.json")
+        let identifier = UUID().uuidString
+        try Data(#"{"format":1,"identifier":"\#(identifier)","created":"2025-11-21T05:44:21Z"}"#.utf8).write(to: databaseFile)
+        #expect(try await Todo.run(["--db", folder.path, "add", "Before"]).status == 0)
+        var sizes = try journalSizes(folder)
+        #expect(sizes.file == sizes.data, "nothing reserved in a format-1 journal")
+        let statsBefore = try await db(["stats", folder.path])
+        #expect(statsBefore.stdout.hasPrefix("database \(folder.path), format 1 (mirror-db upgrade moves it to 2): 1 zone\n"),
+                "\(statsBefore.stdout)")
+
+        let upgraded = try await db(["upgrade", folder.path])
+        #expect(upgraded.status == 0, "\(upgraded.stderr)")
+        #expect(upgraded.stdout.contains("from format 1 to format 2"), "\(upgraded.stdout)")
+        #expect(upgraded.stdout.contains("from before append checksums refuse"), "\(upgraded.stdout)")
+        #expect(upgraded.stdout.contains("stopped first"), "\(upgraded.stdout)")
+        let meta = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: databaseFile)) as? [String: Any])
+        #expect(meta["format"] as? Int == 2)
+        #expect(meta["identifier"] as? String == identifier)
+        let afterUpgrade = try Data(contentsOf: databaseFile)
+
+        let twice = try await db(["--json", "upgrade", folder.path])
+        #expect(twice.status == 1)
+        #expect(twice.stderr.contains("is in format 2 already"), "\(twice.stderr)")
+        #expect(try Data(contentsOf: databaseFile) == afterUpgrade)
+
+        #expect(try await Todo.run(["--db", folder.path, "add", "After"]).status == 0)
+        sizes = try journalSizes(folder)
+        #expect(sizes.file == sizes.data + 16 * 1024, "a process opened on format 2 reserves space")
+        #expect(try await Todo.list(folder).map { $0["title"] as? String } == ["Before", "After"])
+        let verified = try await db(["verify", folder.path])
+        #expect(verified.status == 0, "\(verified.stdout)")
+        let stats = try await db(["stats", folder.path])
+        #expect(stats.stdout.hasPrefix("database \(folder.path), format 2: 1 zone\n"), "\(stats.stdout)")
+
+        let notADatabase = try TemporaryFolder()
+        defer { notADatabase.remove() }
+        try FileManager.default.createDirectory(atPath: notADatabase.path + "/public", withIntermediateDirectories: true)
+        let refused = try await db(["upgrade", notADatabase.path])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("is not a MagicMirror database"), "\(refused.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: notADatabase.path) == ["public"], "nothing created")
+    }
+
     @Test func mistakesGetAClearMessage() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
@@ -215,5 +273,9 @@ import Testing
         let help = try await db(["--help"])
         #expect(help.status == 0)
         #expect(help.stdout.contains("verify DIR"))
+        #expect(help.stdout.contains("upgrade DIR"))
+        let upgrade = try await db(["upgrade", folder.path])
+        #expect(upgrade.status == 1)
+        #expect(upgrade.stderr.contains("is not a MagicMirror database"), "\(upgrade.stderr)")
     }
 }

@@ -23,8 +23,8 @@ struct MirrorDB {
         directory = URL(fileURLWithPath: arguments[1]).standardizedFileURL.path
         rest = Array(arguments.dropFirst(2))
         self.json = json
-        let maximum = ["stats": 0, "verify": 0][command] ?? 1
-        guard ["show", "log", "stats", "verify", "compact", "quarantine"].contains(command) else {
+        let maximum = ["stats": 0, "verify": 0, "upgrade": 0][command] ?? 1
+        guard ["show", "log", "stats", "verify", "compact", "quarantine", "upgrade"].contains(command) else {
             throw UsageError(message: "unknown command \(command)")
         }
         guard rest.count <= maximum else { throw UsageError(message: "too many arguments for \(command)") }
@@ -38,6 +38,7 @@ struct MirrorDB {
         case "stats": stats()
         case "verify": return verify()
         case "compact": try await compact()
+        case "upgrade": try upgrade()
         default: return try quarantine()
         }
         return 0
@@ -131,11 +132,15 @@ struct MirrorDB {
                 "quarantineFiles": zone.quarantine.count,
             ]
         }
+        let format = JSONFileInspection.databaseFormat(in: directory)
         if json {
-            Output.printJSON(["database": directory, "zones": rows])
+            var object: [String: Any] = ["database": directory, "zones": rows]
+            object["format"] = format
+            Output.printJSON(object)
             return
         }
-        print("database \(directory): \(zones.count) zone\(zones.count == 1 ? "" : "s")")
+        let formatText = format.map { ", format \($0)\($0 < 2 ? " (mirror-db upgrade moves it to 2)" : "")" } ?? ""
+        print("database \(directory)\(formatText): \(zones.count) zone\(zones.count == 1 ? "" : "s")")
         for zone in zones {
             let ratio = zone.snapshotBytes > 0
                 ? String(format: "%.1f× the snapshot", Double(zone.journalBytes) / Double(zone.snapshotBytes))
@@ -191,6 +196,26 @@ struct MirrorDB {
         }
         Progress.clear()
         if json { Output.printJSON(rows) }
+    }
+
+    /// Rewrites `database.json` in the format this version creates. Older processes read it
+    /// when they open the database only, so the note says to stop them first.
+    private func upgrade() throws {
+        let result = try JSONFileUpgrade.upgrade(directory: directory)
+        let note = "Versions of MagicMirror from before append checksums refuse a database in format "
+            + "\(result.to) when they open it; one that had it open already would misread its journals "
+            + "from now on, so every process running one on this database must have been stopped first. "
+            + "Processes of this version that opened it before the upgrade keep appending as format "
+            + "\(result.from) asks (safely) until they open it again."
+        if json {
+            Output.printJSON([
+                "database": directory, "identifier": result.identifier, "from": result.from, "to": result.to,
+                "note": note,
+            ])
+        } else {
+            print("upgraded \(directory) from format \(result.from) to format \(result.to)")
+            print(note)
+        }
     }
 
     private func quarantine() throws -> Int32 {

@@ -1,5 +1,5 @@
 // mirror-db: look inside a MagicMirror JSON-file database (see `mirror-db help`).
-// Every command but `compact` only reads; `verify` runs the checks of the engine's recovery
+// Every command but `compact` and `upgrade` only reads; `verify` runs the checks of the engine's recovery
 // on open, with the engine's own parsers, and exits non-zero when it finds a problem.
 import Foundation
 import MagicMirror
@@ -13,11 +13,16 @@ let usage = """
       show DIR [TYPE]          the records of every zone (or of record type TYPE), in creation
                                order, with readable dates
       log DIR [TYPE]           the journal as a history: sequence, when, who (writer id), what
-      stats DIR                zones, records, deleted records, bytes of snapshot and journal
+      stats DIR                the database's format; zones, records, deleted records, bytes of
+                               snapshot and journal
       verify DIR               every check recovery makes on open, without changing a byte;
                                exits with status 1 when it finds a problem
       compact DIR [TYPE]       compacts zones: a new snapshot, an empty journal (this one writes)
       quarantine DIR [FILE]    lists the quarantine files, or prints one (bytes recovery set aside)
+      upgrade DIR              rewrites database.json in format 2, whose journals reserve space that
+                               appends overwrite in place (this one writes). Versions of MagicMirror
+                               from before append checksums refuse a database in format 2: stop every
+                               process that runs one on DIR first
 
     options:
       --json                   one JSON document on standard output instead of text

@@ -8,6 +8,9 @@ final class JSONFileContext: Sendable {
     /// it, one component at a time, without following symbolic links.
     let rootFD: Int32
     let identifier: String
+    /// Whether journal appends reserve space that later appends overwrite in place: read
+    /// from `database.json` when the engine opens (format 2), and kept until it closes.
+    let reservesJournalSpace: Bool
     let writerID: String
     let fileSystem: FileSystem
     let subscribers: SubscriberList
@@ -17,13 +20,15 @@ final class JSONFileContext: Sendable {
     let queueObserver: (@Sendable (ZoneID, Int) -> Void)?
 
     init(
-        rootPath: String, rootFD: Int32, identifier: String, writerID: String, fileSystem: FileSystem,
+        rootPath: String, rootFD: Int32, identifier: String, reservesJournalSpace: Bool, writerID: String,
+        fileSystem: FileSystem,
         subscribers: SubscriberList, queueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil
     ) {
         self.queueObserver = queueObserver
         self.rootPath = rootPath
         self.rootFD = rootFD
         self.identifier = identifier
+        self.reservesJournalSpace = reservesJournalSpace
         self.writerID = writerID
         self.fileSystem = fileSystem
         self.subscribers = subscribers

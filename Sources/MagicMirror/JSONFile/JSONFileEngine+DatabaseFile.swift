@@ -1,44 +1,55 @@
 import Foundation
 
 /// `database.json`, the file that makes a directory a database: its format version and
-/// identifier, created once (atomically, even with several processes racing).
+/// identifier, created once (atomically, even with several processes racing), and rewritten
+/// in a later format only by an explicit upgrade (`mirror-db upgrade`).
 extension JSONFileEngine {
-    /// Reads the database's identifier from `database.json`, creating the file (atomically,
-    /// once, even with several processes racing) when it does not exist.
-    static func databaseIdentifier(
+    /// What `database.json` says.
+    struct DatabaseFile: Equatable {
+        /// The database format (see ``JSONFileFormat/readableDatabaseFormats``).
+        var format: Int
+        /// ``RecordDatabase/identifier``.
+        var identifier: String
+        /// When the database was created (ISO 8601), for people; `nil` when the file has none.
+        var created: String?
+
+        /// Whether journal appends reserve space past themselves and are later written over
+        /// it in place (format 2 and later). In format 1, processes of versions from before
+        /// append checksums may share the database: they would apply an append written in
+        /// place in part, so every append goes at the end of the file.
+        var reservesJournalSpace: Bool { format >= 2 }
+
+        /// The file's bytes: one line, `format`, `identifier`, then `created`.
+        var bytes: [UInt8] {
+            var writer = JSONByteWriter()
+            writer.append("{\"format\":")
+            writer.append(format)
+            writer.append(",\"identifier\":")
+            writer.append(string: identifier)
+            if let created {
+                writer.append(",\"created\":")
+                writer.append(string: created)
+            }
+            writer.append("}\n")
+            return writer.bytes
+        }
+    }
+
+    /// Reads `database.json`, creating the file (atomically, once, even with several
+    /// processes racing) in ``JSONFileFormat/databaseFormat`` when it does not exist.
+    static func databaseFile(
         rootFD: Int32, rootPath: String, fileSystem: FileSystem
-    ) throws(MirrorError) -> String {
+    ) throws(MirrorError) -> DatabaseFile {
         let name = JSONFileFormat.databaseFile
         let filePath = rootPath + "/" + name
         for _ in 0..<10 {
-            do {
-                let fd = try fileSystem.open(at: rootFD, name, flags: O_RDONLY | O_NOFOLLOW)
-                defer { close(fd) }
-                let bytes = try JSONFileIO.readAll(fd)
-                return try identifier(in: bytes, file: filePath)
-            } catch let failure as FileSystem.Failure where failure.code == ENOENT {
-                // Create it below.
-            } catch let failure as FileSystem.Failure {
-                throw failure.mirrorError(file: filePath)
-            } catch let error as MirrorError {
-                throw error
-            } catch {
-                throw MirrorError(.ioFailure, "cannot read \(filePath)", file: filePath, underlying: error)
+            if let file = try readDatabaseFile(rootFD: rootFD, rootPath: rootPath, fileSystem: fileSystem) {
+                return file
             }
-            let temporary = "\(name).tmp-\(getpid())-\(UUID().uuidString.prefix(8))"
-            let created = ISO8601DateFormatter().string(from: Date())
-            let text = "{\"format\":\(JSONFileFormat.version),\"identifier\":\"\(UUID().uuidString)\","
-                + "\"created\":\"\(created)\"}\n"
-            do {
-                let fd = try fileSystem.open(
-                    at: rootFD, temporary, flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o666)
-                defer { close(fd) }
-                try fileSystem.write(fd, bytes: Array(text.utf8))
-                try fileSystem.sync(fd)
-            } catch {
-                try? fileSystem.unlink(at: rootFD, temporary)
-                throw error.mirrorError(file: rootPath + "/" + temporary)
-            }
+            let file = DatabaseFile(
+                format: JSONFileFormat.databaseFormat, identifier: UUID().uuidString,
+                created: ISO8601DateFormatter().string(from: Date()))
+            let temporary = try writeTemporary(file, rootFD: rootFD, rootPath: rootPath, fileSystem: fileSystem)
             defer { try? fileSystem.unlink(at: rootFD, temporary) }
             do {
                 // link() fails if another process created the file first: then read theirs.
@@ -63,8 +74,99 @@ extension JSONFileEngine {
         throw MirrorError(.ioFailure, "cannot create \(filePath)", file: filePath)
     }
 
-    /// The identifier in the bytes of `database.json`.
-    static func identifier(in bytes: [UInt8], file: String) throws(MirrorError) -> String {
+    /// Rewrites `database.json` in ``JSONFileFormat/databaseFormat``, keeping its identifier
+    /// and creation date: a new file is written, flushed, renamed over it, and the directory
+    /// flushed, so that every process that opens the database reads either the old file or
+    /// the new one. Processes that opened it before keep the format they read.
+    ///
+    /// - Returns: The file as it was.
+    /// - Throws: ``MirrorError/Kind/notFound`` when the directory has no `database.json`
+    ///   (not a database); the errors of reading it (``MirrorError/Kind/unsupportedFormat``,
+    ///   ``MirrorError/Kind/corruptEntry``); ``MirrorError/Kind/unsupported`` when it is in
+    ///   ``JSONFileFormat/databaseFormat`` already. Nothing is changed then.
+    static func upgradeDatabaseFile(
+        rootFD: Int32, rootPath: String, fileSystem: FileSystem
+    ) throws(MirrorError) -> DatabaseFile {
+        let name = JSONFileFormat.databaseFile
+        let filePath = rootPath + "/" + name
+        guard let old = try readDatabaseFile(rootFD: rootFD, rootPath: rootPath, fileSystem: fileSystem) else {
+            throw MirrorError(
+                .notFound, "\(rootPath) is not a MagicMirror database: it has no \(name). Nothing was changed.",
+                file: filePath)
+        }
+        guard old.format < JSONFileFormat.databaseFormat else {
+            throw MirrorError(
+                .unsupported,
+                "\(filePath) is in format \(old.format) already; there is nothing to upgrade. Nothing was changed.",
+                file: filePath)
+        }
+        var upgraded = old
+        upgraded.format = JSONFileFormat.databaseFormat
+        let mode = JSONFileIO.info(at: rootFD, name)?.mode
+        let temporary = try writeTemporary(
+            upgraded, mode: mode, rootFD: rootFD, rootPath: rootPath, fileSystem: fileSystem)
+        do {
+            try fileSystem.rename(at: rootFD, temporary, to: name)
+        } catch {
+            try? fileSystem.unlink(at: rootFD, temporary)
+            throw error.mirrorError(file: filePath)
+        }
+        do {
+            try fileSystem.sync(rootFD, metadata: true)
+        } catch {
+            throw error.mirrorError(file: rootPath)
+        }
+        return old
+    }
+
+    /// The contents of `database.json`, or `nil` when there is no such file.
+    private static func readDatabaseFile(
+        rootFD: Int32, rootPath: String, fileSystem: FileSystem
+    ) throws(MirrorError) -> DatabaseFile? {
+        let filePath = rootPath + "/" + JSONFileFormat.databaseFile
+        do {
+            let fd = try fileSystem.open(at: rootFD, JSONFileFormat.databaseFile, flags: O_RDONLY | O_NOFOLLOW)
+            defer { close(fd) }
+            let bytes = try JSONFileIO.readAll(fd)
+            return try databaseFile(in: bytes, file: filePath)
+        } catch let failure as FileSystem.Failure where failure.code == ENOENT {
+            return nil
+        } catch let failure as FileSystem.Failure {
+            throw failure.mirrorError(file: filePath)
+        } catch let error as MirrorError {
+            throw error
+        } catch {
+            throw MirrorError(.ioFailure, "cannot read \(filePath)", file: filePath, underlying: error)
+        }
+    }
+
+    /// Writes `file` to a new temporary file of the root directory and flushes it.
+    ///
+    /// - Parameter mode: The new file's mode; the umask's when `nil`.
+    /// - Returns: The temporary file's name.
+    private static func writeTemporary(
+        _ file: DatabaseFile, mode: mode_t? = nil, rootFD: Int32, rootPath: String, fileSystem: FileSystem
+    ) throws(MirrorError) -> String {
+        let temporary = "\(JSONFileFormat.databaseFile).tmp-\(getpid())-\(UUID().uuidString.prefix(8))"
+        do {
+            let fd = try fileSystem.open(
+                at: rootFD, temporary, flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o666)
+            defer { close(fd) }
+            if let mode { try fileSystem.changeMode(fd, to: mode) }
+            try fileSystem.write(fd, bytes: file.bytes)
+            try fileSystem.sync(fd)
+        } catch {
+            try? fileSystem.unlink(at: rootFD, temporary)
+            throw error.mirrorError(file: rootPath + "/" + temporary)
+        }
+        return temporary
+    }
+
+    /// What the bytes of `database.json` say.
+    ///
+    /// - Throws: ``MirrorError/Kind/corruptEntry`` when they are not such a file,
+    ///   ``MirrorError/Kind/unsupportedFormat`` for a format this version does not read.
+    static func databaseFile(in bytes: [UInt8], file: String) throws(MirrorError) -> DatabaseFile {
         guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
             throw MirrorError(
                 .corruptEntry,
@@ -75,16 +177,17 @@ extension JSONFileEngine {
         guard let format = object["format"] as? Int else {
             throw MirrorError(.corruptEntry, "\(file) has no format version. Nothing was changed.", file: file)
         }
-        guard format == JSONFileFormat.version else {
+        let readable = JSONFileFormat.readableDatabaseFormats
+        guard readable.contains(format) else {
             throw MirrorError(
                 .unsupportedFormat,
-                "\(file) is in format \(format); this version of MagicMirror reads format "
-                    + "\(JSONFileFormat.version) only. Nothing was changed.",
+                "\(file) is in format \(format); this version of MagicMirror reads formats "
+                    + readable.map(String.init).joined(separator: " and ") + " only. Nothing was changed.",
                 file: file)
         }
         guard let identifier = object["identifier"] as? String, !identifier.isEmpty else {
             throw MirrorError(.corruptEntry, "\(file) has no identifier. Nothing was changed.", file: file)
         }
-        return identifier
+        return DatabaseFile(format: format, identifier: identifier, created: object["created"] as? String)
     }
 }

@@ -56,16 +56,18 @@ final class JSONFileEngine: Sendable {
         return String(cString: resolved)
     }
 
-    /// Opens an engine on a canonical path, reading (or creating) `database.json`.
+    /// Opens an engine on a canonical path, reading (or creating) `database.json`. Its format
+    /// is read here only: an engine opened on a format-1 database keeps appending as format 1
+    /// asks after an upgrade, until it closes.
     init(
         path: String, options: JSONFileDatabase.Options, fileSystem: FileSystem,
         queueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil
     ) throws(MirrorError) {
         let rootFD = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard rootFD >= 0 else { throw MirrorError.posix(errno, "open", file: path) }
-        let identifier: String
+        let databaseFile: DatabaseFile
         do {
-            identifier = try Self.databaseIdentifier(rootFD: rootFD, rootPath: path, fileSystem: fileSystem)
+            databaseFile = try Self.databaseFile(rootFD: rootFD, rootPath: path, fileSystem: fileSystem)
         } catch {
             close(rootFD)
             throw error
@@ -78,8 +80,8 @@ final class JSONFileEngine: Sendable {
         self.watcher = watcher
         self.root = URL(fileURLWithPath: path, isDirectory: true)
         self.context = JSONFileContext(
-            rootPath: path, rootFD: rootFD, identifier: identifier, writerID: writerID,
-            fileSystem: fileSystem,
+            rootPath: path, rootFD: rootFD, identifier: databaseFile.identifier,
+            reservesJournalSpace: databaseFile.reservesJournalSpace, writerID: writerID, fileSystem: fileSystem,
             subscribers: SubscriberList(onZoneActivity: { zone, _ in
                 watcher.zoneActivityChanged(zone)
             }),

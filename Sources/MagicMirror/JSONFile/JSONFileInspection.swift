@@ -54,15 +54,25 @@ package enum JSONFileInspection {
 
     /// What `database.json` says is wrong with it, or `nil` when it is sound.
     package static func checkDatabaseFile(in root: String) -> Problem? {
+        readDatabaseFile(in: root).problem
+    }
+
+    /// The database format `database.json` names (see the format article's "Formats 1 and
+    /// 2"), or `nil` when it cannot be read (``checkDatabaseFile(in:)`` says why).
+    package static func databaseFormat(in root: String) -> Int? {
+        readDatabaseFile(in: root).file?.format
+    }
+
+    /// `database.json`, read, or what is wrong with it.
+    private static func readDatabaseFile(in root: String) -> (file: JSONFileEngine.DatabaseFile?, problem: Problem?) {
         let file = root + "/" + JSONFileFormat.databaseFile
         guard let data = FileManager.default.contents(atPath: file) else {
-            return Problem(kind: "database-file", file: file, message: "missing or unreadable (a first open creates it)")
+            return (nil, Problem(kind: "database-file", file: file, message: "missing or unreadable (a first open creates it)"))
         }
         do throws(MirrorError) {
-            _ = try JSONFileEngine.identifier(in: Array(data), file: file)
-            return nil
+            return (try JSONFileEngine.databaseFile(in: Array(data), file: file), nil)
         } catch {
-            return Problem(kind: "database-file", file: file, message: error.message)
+            return (nil, Problem(kind: "database-file", file: file, message: error.message))
         }
     }
 

@@ -39,7 +39,7 @@ import Testing
         #expect(firstLine.hasSuffix(#","fields":{"title":"Milk"}}"#))
 
         let meta = try JSONFileTestSupport.jsonObject(directory.url.appendingPathComponent("database.json"))
-        #expect(meta["format"] as? Int == 1)
+        #expect(meta["format"] as? Int == 2, "new databases are format 2 (JSONFileDatabaseFormatTests)")
         #expect(meta["identifier"] as? String == db.identifier)
 
         try await db.compact(zone)
@@ -165,14 +165,14 @@ import Testing
         let directory = try TemporaryDirectory("format-db")
         defer { directory.remove() }
         let file = directory.url.appendingPathComponent("database.json")
-        let contents = Data(#"{"format":2,"identifier":"from-the-future"}"#.utf8)
+        let contents = Data(#"{"format":3,"identifier":"from-the-future"}"#.utf8)
         try contents.write(to: file)
         do {
             _ = try JSONFileDatabase(isolatedDirectory: directory.url)
-            Issue.record("a database in format 2 was opened")
+            Issue.record("a database in format 3 was opened")
         } catch let error as MirrorError {
             #expect(error.kind == .unsupportedFormat)
-            #expect(error.message.contains("format 2"))
+            #expect(error.message.contains("format 3"))
             #expect(error.file == file.resolvingSymlinksInPath().path || error.file == file.path)
         }
         #expect(try Data(contentsOf: file) == contents)
@@ -185,7 +185,8 @@ import Testing
         let file = directory.url.appendingPathComponent("database.json")
         let contents = Data("not json".utf8)
         try contents.write(to: file)
-        #expect(throws: MirrorError.self) { try JSONFileDatabase(isolatedDirectory: directory.url) }
+        let error = #expect(throws: MirrorError.self) { try JSONFileDatabase(isolatedDirectory: directory.url) }
+        #expect(error?.kind == .corruptEntry)
         #expect(try Data(contentsOf: file) == contents)
     }
 

@@ -256,17 +256,18 @@ import Testing
         }
         #expect(try Reliability.picture(of: directory.url) == before, "byte for byte as they were")
 
-        // A database written by a later version.
+        // A database written by a later version (this one creates format 2).
         let manifest = directory.url.appendingPathComponent("database.json")
         let manifestText = try String(contentsOf: manifest, encoding: .utf8)
-        try Data(manifestText.replacingOccurrences(of: #""format":1"#, with: #""format":2"#).utf8).write(to: manifest)
+        #expect(manifestText.contains(#""format":2"#))
+        try Data(manifestText.replacingOccurrences(of: #""format":2"#, with: #""format":3"#).utf8).write(to: manifest)
         let refused = try Reliability.picture(of: directory.url)
         do {
             _ = try JSONFileDatabase(isolatedDirectory: directory.url)
-            Issue.record("a database in format 2 was opened")
+            Issue.record("a database in format 3 was opened")
         } catch let error as MirrorError {
             #expect(error.kind == .unsupportedFormat)
-            #expect(error.message.contains("format 2"))
+            #expect(error.message.contains("format 3"))
             #expect(error.file == manifest.path)
         }
         let unchanged = try Reliability.picture(of: directory.url) == refused

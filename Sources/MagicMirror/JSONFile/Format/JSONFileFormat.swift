@@ -1,7 +1,7 @@
 import Foundation
 
-/// Version 1 of the JSON-file database's on-disk format: file names, and the encoders and
-/// parsers of journal lines and snapshots. The spec is the `JSONFileFormat` DocC article.
+/// The JSON-file database's on-disk format: file names, and the encoders and parsers of
+/// journal lines and snapshots. The spec is the `JSONFileFormat` DocC article.
 ///
 /// A journal line is one changed record:
 ///
@@ -12,8 +12,19 @@ import Foundation
 /// A snapshot is one JSON document written one record per line, so it can be read both as
 /// JSON (`jq`) and line by line (recovery, speed).
 enum JSONFileFormat {
-    /// The format version this library reads and writes.
+    /// The version of the layout of snapshots, relationship rules and linked-commit intents,
+    /// in their own `format` key: the one this library reads and writes.
     static let version = 1
+
+    /// The database format (`database.json`'s `format`) of databases this library creates:
+    /// 2, whose journals reserve space that appends overwrite in place (see
+    /// ``journalReserve``). Versions from before append checksums refuse it.
+    static let databaseFormat = 2
+
+    /// The database formats this library opens: 1, written by versions that know nothing
+    /// of append checksums and may share the directory (appends go at the end of the file,
+    /// reserving nothing), and ``databaseFormat``.
+    static let readableDatabaseFormats = 1...databaseFormat
 
     static let databaseFile = "database.json"
     static let snapshotFile = "snapshot.json"

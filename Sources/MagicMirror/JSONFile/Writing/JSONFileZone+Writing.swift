@@ -171,6 +171,11 @@ extension JSONFileZone {
     /// after; blocks reaching the disk out of order in a power loss): the checksum in its
     /// last line (``JSONFileFormat/JournalAppend``) tells readers it is not whole.
     ///
+    /// In a database of format 1 (``JSONFileContext/reservesJournalSpace`` is `false`),
+    /// processes of versions that do not check the sum may read the journal: spaces after the
+    /// data are cut first and the bytes go at the end of the file, reserving nothing, so a
+    /// reader only ever sees a prefix of an append, and a new size for every one.
+    ///
     /// - Throws: An error marked ``MirrorError/nothingStored`` when the append failed before
     ///   its bytes were complete in the file and they were cut off again; otherwise (the
     ///   flush failed after the bytes were in place, so other processes may have read them,
@@ -188,11 +193,16 @@ extension JSONFileZone {
         let start = disk.journalEnd
         let fd = disk.journalFD
         var written = bytes.count
+        let reserves = context.reservesJournalSpace
         do throws(FileSystem.Failure) {
+            if !reserves && disk.journalSize > start {
+                try fileSystem.truncate(fd, to: start)
+                disk.journalSize = start
+            }
             guard lseek(fd, off_t(start), SEEK_SET) == off_t(start) else {
                 throw FileSystem.Failure(operation: .write, code: errno)
             }
-            if start + bytes.count > disk.journalSize && bytes.count < JSONFileFormat.journalReserve {
+            if reserves && start + bytes.count > disk.journalSize && bytes.count < JSONFileFormat.journalReserve {
                 var reserving = bytes
                 reserving.append(contentsOf: repeatElement(JSONFileFormat.reservedByte, count: JSONFileFormat.journalReserve))
                 written = reserving.count
