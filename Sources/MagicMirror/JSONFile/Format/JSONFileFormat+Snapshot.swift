@@ -64,21 +64,44 @@ extension JSONFileFormat {
         read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
     ) throws(SnapshotReadFailure) -> SnapshotContents {
         var parser = SnapshotParser(size: size)
-        var problem: SnapshotProblem?
-        let end: Int
-        do {
-            end = try readInPieces(size: size, pieceSize: pieceSize, read: read) { base, count, offset, isEnd in
-                do throws(SnapshotProblem) {
-                    return try parser.parse(base, count: count, offset: offset, isEnd: isEnd)
+        var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(pieceSize, 1), alignment: 1)
+        defer { buffer.deallocate() }
+        var offset = 0  // the file offset of the buffer's first byte
+        var filled = 0
+        var end = size
+        while true {
+            let wanted = min(buffer.count - filled, end - offset - filled)
+            if wanted > 0 {
+                let got: Int
+                do {
+                    got = try read(UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<(filled + wanted)]), offset + filled)
                 } catch {
-                    problem = error
-                    return nil
+                    throw .read(error)
                 }
+                filled += got
+                if got < wanted { end = offset + filled }
             }
-        } catch {
-            throw .read(error)
+            let isEnd = offset + filled >= end
+            let base = UnsafePointer(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            let used: Int
+            do throws(SnapshotProblem) {
+                used = try parser.parse(base, count: filled, offset: offset, isEnd: isEnd)
+            } catch {
+                throw .problem(error)
+            }
+            if isEnd { break }
+            if used == 0 {
+                // One line fills the buffer: make room for more of it.
+                let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: buffer.count * 2, alignment: 1)
+                larger.copyMemory(from: UnsafeRawBufferPointer(buffer))
+                buffer.deallocate()
+                buffer = larger
+            } else {
+                buffer.baseAddress!.copyMemory(from: buffer.baseAddress! + used, byteCount: filled - used)
+                offset += used
+                filled -= used
+            }
         }
-        if let problem { throw .problem(problem) }
         return parser.finish(isEmpty: end == 0)
     }
 

@@ -172,7 +172,9 @@ extension JSONFileZone {
     ) throws(MirrorError) -> JSONFileFormat.JournalScan {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
-        var read = JSONFileFormat.JournalRead()
+        var bytes: [UInt8] = []
+        var scan = JSONFileFormat.JournalScan()
+        var dataEnd = 0
         // Twice when lines belong to no complete append and the lock is not held: they may be
         // an append written in place that was read as it was written (its checksum did not
         // match). Every byte before the end of the last complete append was written before
@@ -181,43 +183,45 @@ extension JSONFileZone {
         // appends written in place there meanwhile could be read with holes again.)
         var count = size - start
         var shortened = false
-        let fd = disk.journalFD
         for _ in 0..<2 {
             do {
-                read = try JSONFileFormat.readJournal(size: count, after: sequence) { buffer, offset throws(FileSystem.Failure) in
-                    try JSONFileIO.read(fd, into: buffer, at: start + offset)
-                }
+                bytes = try JSONFileIO.read(disk.journalFD, from: start, count: count)
             } catch {
                 throw located(MirrorError.posix(error.code, "read", file: path(name)))
             }
-            if !read.scan.orphaned || underLock || shortened { break }
-            count = read.scan.consumed
+            var parser = JSONFileFormat.LineParser()
+            (scan, dataEnd) = bytes.withUnsafeBufferPointer { buffer in
+                let base = buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!
+                let scan = JSONFileFormat.scanJournal(base, count: buffer.count, after: sequence, parser: &parser)
+                return (scan, JSONFileFormat.dataEnd(base, count: buffer.count))
+            }
+            if !scan.orphaned || underLock || shortened { break }
+            count = scan.consumed
             shortened = true
         }
-        let (scan, dataEnd) = (read.scan, read.dataEnd)
         if shortened {
             // Look at what follows on the next pass.
             catchUpRequested.store(true, ordering: .sequentiallyConsistent)
         }
         // Lines left in place but not applied: kept in quarantine once, named by their offset.
         let (directoryFD, generation) = (disk.directoryFD, disk.generation)
-        func keep(_ offset: Int, _ what: String) {
+        func keep(_ offset: Int, _ length: Int, _ what: String) {
             quarantine(
-                read.leftOut[offset] ?? [], in: directoryFD,
+                Array(bytes[offset..<(offset + length)]), in: directoryFD,
                 name: "quarantine-journal-\(generation)-\(start + offset).bad", source: name, what: what)
         }
         for bad in scan.bad {
-            keep(bad.offset, "line at byte \(start + bad.offset) of \(name) does not decode")
+            keep(bad.offset, bad.length, "line at byte \(start + bad.offset) of \(name) does not decode")
         }
         for line in scan.setAside {
             keep(
-                line.offset,
+                line.offset, line.length,
                 "line at byte \(start + line.offset) of \(name) belongs to an append that does not match its "
                     + "checksum (damaged, or cut short by a power loss), so its commit was not applied")
         }
         for repeated in scan.repeated {
             keep(
-                repeated.offset,
+                repeated.offset, repeated.length,
                 "the commit at byte \(start + repeated.offset) of \(name) repeats sequence number "
                     + "\(repeated.sequence), which an earlier commit has, so it was not applied")
         }
