@@ -9,20 +9,87 @@ import Foundation
 package enum ReferenceFields {
     /// The ids of the targets that `fields`'s `rule.field` refers to (a to-one reference or
     /// an array of them), in order.
+    ///
+    /// Read in one pass over the bytes with ``JSONScanner`` (a cascade reads every record of
+    /// the referring zone): nothing but the ids is built. Invalid JSON has no targets.
     package static func targets(in fields: Data, field: String, targetType: String) -> [String] {
-        guard let value = JSONFieldMerge.members(of: fields)?[field]?.value else { return [] }
-        return targets(inValue: value, targetType: targetType)
+        fields.withUnsafeBytes { raw -> [String] in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return [] }
+            var scanner = JSONScanner(base: base, count: raw.count)
+            // The field's value, the last one when the key is repeated.
+            var valueStart: Int?
+            guard scanner.consume(UInt8(ascii: "{")) else { return [] }
+            if !scanner.consume(UInt8(ascii: "}")) {
+                while true {
+                    scanner.skipWhitespace()
+                    guard let key = scanner.readString(), scanner.consume(UInt8(ascii: ":")) else { return [] }
+                    scanner.skipWhitespace()
+                    if key == field { valueStart = scanner.position }
+                    guard scanner.skipValue() else { return [] }
+                    if scanner.consume(UInt8(ascii: ",")) { continue }
+                    guard scanner.consume(UInt8(ascii: "}")) else { return [] }
+                    break
+                }
+            }
+            scanner.skipWhitespace()
+            guard scanner.isAtEnd, let valueStart else { return [] }
+            scanner.position = valueStart
+            return targets(&scanner, targetType: targetType) ?? []
+        }
     }
 
-    /// The target ids of one field's value.
-    private static func targets(inValue value: Data, targetType: String) -> [String] {
-        guard let parsed = try? JSONSerialization.jsonObject(with: value, options: [.fragmentsAllowed]) else {
-            return []
+    /// The target ids of the (valid) value at the scanner: one reference or an array of them.
+    private static func targets(_ scanner: inout JSONScanner, targetType: String) -> [String]? {
+        guard scanner.peek == UInt8(ascii: "[") else {
+            return target(&scanner, targetType: targetType).map { $0.map { [$0] } ?? [] }
         }
-        if let array = parsed as? [Any] {
-            return array.compactMap { target(of: $0, targetType: targetType) }
+        scanner.position += 1
+        var ids: [String] = []
+        if scanner.consume(UInt8(ascii: "]")) { return ids }
+        while true {
+            scanner.skipWhitespace()
+            guard let id = target(&scanner, targetType: targetType) else { return nil }
+            if let id { ids.append(id) }
+            if scanner.consume(UInt8(ascii: ",")) { continue }
+            return scanner.consume(UInt8(ascii: "]")) ? ids : nil
         }
-        return target(of: parsed, targetType: targetType).map { [$0] } ?? []
+    }
+
+    /// Reads one value: `.some(id)` when it is a reference to `targetType` with a valid id,
+    /// `.some(nil)` for any other valid value, `nil` when it is not valid JSON.
+    private static func target(_ scanner: inout JSONScanner, targetType: String) -> String?? {
+        guard scanner.peek == UInt8(ascii: "{") else { return scanner.skipValue() ? .some(nil) : nil }
+        scanner.position += 1
+        var type: String?
+        var id: String?
+        if !scanner.consume(UInt8(ascii: "}")) {
+            while true {
+                scanner.skipWhitespace()
+                guard let key = scanner.readString(), scanner.consume(UInt8(ascii: ":")) else { return nil }
+                scanner.skipWhitespace()
+                let isType = key == "recordType"
+                if isType || key == "recordID" {
+                    // A later member of the same name wins, whatever its kind.
+                    var string: String?
+                    if scanner.peek == UInt8(ascii: "\"") {
+                        guard let read = scanner.readString() else { return nil }
+                        string = read
+                    } else if !scanner.skipValue() {
+                        return nil
+                    }
+                    if isType { type = string } else { id = string }
+                } else if !scanner.skipValue() {
+                    return nil
+                }
+                if scanner.consume(UInt8(ascii: ",")) { continue }
+                guard scanner.consume(UInt8(ascii: "}")) else { return nil }
+                break
+            }
+        }
+        guard let type, type.utf8.elementsEqual(targetType.utf8), let id, NameRules.problem(with: id) == nil else {
+            return .some(nil)
+        }
+        return .some(id)
     }
 
     private static func target(of value: Any, targetType: String) -> String? {

@@ -58,10 +58,13 @@ package enum JSONFieldMerge {
 
     /// Writes members as one JSON object, keys in sorted order.
     package static func object(_ members: [String: Member]) -> Data {
-        var data = Data("{".utf8)
-        for (index, key) in members.keys.sorted().enumerated() {
+        let sorted = members.sorted { $0.key < $1.key }
+        var size = 1 + max(sorted.count, 1)
+        for (_, member) in sorted { size += member.keyToken.count + 1 + member.value.count }
+        var data = Data(capacity: size)
+        data.append(UInt8(ascii: "{"))
+        for (index, (_, member)) in sorted.enumerated() {
             if index > 0 { data.append(UInt8(ascii: ",")) }
-            let member = members[key]!
             data.append(member.keyToken)
             data.append(UInt8(ascii: ":"))
             data.append(member.value)
@@ -71,130 +74,32 @@ package enum JSONFieldMerge {
     }
 
     /// The top-level members of a JSON object, by decoded key; `nil` when `data` is not
-    /// one well-formed JSON object.
+    /// one well-formed JSON object (as strict as ``JSONScanner``). A key that appears twice
+    /// keeps its last value.
     package static func members(of data: Data) -> [String: Member]? {
-        let bytes = [UInt8](data)
-        var scanner = Scanner(bytes: bytes)
-        return scanner.object()
-    }
-
-    /// A small scanner that finds the extent of each top-level value without building it.
-    private struct Scanner {
-        let bytes: [UInt8]
-        var position = 0
-
-        init(bytes: [UInt8]) { self.bytes = bytes }
-
-        mutating func object() -> [String: Member]? {
-            skipWhitespace()
-            guard consume(UInt8(ascii: "{")) else { return nil }
+        data.withUnsafeBytes { raw -> [String: Member]? in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
+            var scanner = JSONScanner(base: base, count: raw.count)
+            guard scanner.consume(UInt8(ascii: "{")) else { return nil }
             var members: [String: Member] = [:]
-            skipWhitespace()
-            if consume(UInt8(ascii: "}")) { return finish(members) }
-            while true {
-                skipWhitespace()
-                let keyStart = position
-                guard peek() == UInt8(ascii: "\""), skipString() else { return nil }
-                let keyToken = bytes[keyStart..<position]
-                guard let key = decodeKey(keyToken) else { return nil }
-                skipWhitespace()
-                guard consume(UInt8(ascii: ":")) else { return nil }
-                skipWhitespace()
-                let valueStart = position
-                guard skipValue(depth: 0) else { return nil }
-                members[key] = Member(keyToken: Data(keyToken), value: Data(bytes[valueStart..<position]))
-                skipWhitespace()
-                if consume(UInt8(ascii: ",")) { continue }
-                guard consume(UInt8(ascii: "}")) else { return nil }
-                return finish(members)
-            }
-        }
-
-        private mutating func finish(_ members: [String: Member]) -> [String: Member]? {
-            skipWhitespace()
-            return position == bytes.count ? members : nil
-        }
-
-        private func decodeKey(_ token: ArraySlice<UInt8>) -> String? {
-            let inner = token.dropFirst().dropLast()
-            if !inner.contains(UInt8(ascii: "\\")) { return String(decoding: inner, as: UTF8.self) }
-            return (try? JSONSerialization.jsonObject(with: Data(token), options: .fragmentsAllowed)) as? String
-        }
-
-        private func peek() -> UInt8? { position < bytes.count ? bytes[position] : nil }
-
-        private mutating func consume(_ byte: UInt8) -> Bool {
-            guard peek() == byte else { return false }
-            position += 1
-            return true
-        }
-
-        private mutating func skipWhitespace() {
-            while let byte = peek(), byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D {
-                position += 1
-            }
-        }
-
-        /// Skips a string starting at its opening quote.
-        private mutating func skipString() -> Bool {
-            guard consume(UInt8(ascii: "\"")) else { return false }
-            while let byte = peek() {
-                position += 1
-                if byte == UInt8(ascii: "\\") {
-                    guard peek() != nil else { return false }
-                    position += 1
-                } else if byte == UInt8(ascii: "\"") {
-                    return true
-                } else if byte < 0x20 {
-                    return false
-                }
-            }
-            return false
-        }
-
-        private mutating func skipValue(depth: Int) -> Bool {
-            guard depth < 512, let byte = peek() else { return false }
-            switch byte {
-            case UInt8(ascii: "\""):
-                return skipString()
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                let close = byte == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
-                position += 1
-                skipWhitespace()
-                if consume(close) { return true }
+            if !scanner.consume(UInt8(ascii: "}")) {
                 while true {
-                    skipWhitespace()
-                    if byte == UInt8(ascii: "{") {
-                        guard peek() == UInt8(ascii: "\""), skipString() else { return false }
-                        skipWhitespace()
-                        guard consume(UInt8(ascii: ":")) else { return false }
-                        skipWhitespace()
-                    }
-                    guard skipValue(depth: depth + 1) else { return false }
-                    skipWhitespace()
-                    if consume(UInt8(ascii: ",")) { continue }
-                    return consume(close)
+                    scanner.skipWhitespace()
+                    let keyStart = scanner.position
+                    guard let key = scanner.readString() else { return nil }
+                    let keyToken = Data(bytes: base + keyStart, count: scanner.position - keyStart)
+                    guard scanner.consume(UInt8(ascii: ":")) else { return nil }
+                    scanner.skipWhitespace()
+                    let valueStart = scanner.position
+                    guard scanner.skipValue() else { return nil }
+                    members[key] = Member(keyToken: keyToken, value: Data(bytes: base + valueStart, count: scanner.position - valueStart))
+                    if scanner.consume(UInt8(ascii: ",")) { continue }
+                    guard scanner.consume(UInt8(ascii: "}")) else { return nil }
+                    break
                 }
-            default:
-                // A number or a literal: up to the next delimiter.
-                let start = position
-                while let next = peek(), !Self.delimiters.contains(next) { position += 1 }
-                let token = bytes[start..<position]
-                if token.elementsEqual("true".utf8) || token.elementsEqual("false".utf8)
-                    || token.elementsEqual("null".utf8) { return true }
-                return Self.isNumber(token)
             }
-        }
-
-        private static let delimiters: Set<UInt8> = [
-            UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x20, 0x09, 0x0A, 0x0D,
-        ]
-
-        private static func isNumber(_ token: ArraySlice<UInt8>) -> Bool {
-            guard !token.isEmpty else { return false }
-            let allowed: Set<UInt8> = Set("0123456789+-.eE".utf8)
-            return token.allSatisfy { allowed.contains($0) }
-                && (token.first == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(token.first!))
+            scanner.skipWhitespace()
+            return scanner.isAtEnd ? members : nil
         }
     }
 }

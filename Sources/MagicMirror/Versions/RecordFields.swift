@@ -91,11 +91,6 @@ public struct RecordFields: Sendable, Equatable {
     /// The fields as one JSON object, keys sorted.
     var json: Data { JSONFieldMerge.object(members) }
 
-    /// Sets a field to raw JSON bytes (already valid JSON).
-    mutating func setRaw(_ name: String, _ value: Data) {
-        members[name] = JSONFieldMerge.Member(keyToken: Self.keyToken(name), value: value)
-    }
-
     static func member<Value: Encodable>(_ name: String, encoding value: Value) throws -> JSONFieldMerge.Member {
         do {
             return JSONFieldMerge.Member(keyToken: keyToken(name), value: try StoredFieldsFormat.makeEncoder().encode(value))
@@ -108,7 +103,17 @@ public struct RecordFields: Sendable, Equatable {
 
     /// A field name as a JSON string token, quotes included.
     static func keyToken(_ name: String) -> Data {
+        // Most names need no escape: quoted as they are, as JSONEncoder would write them
+        // (it escapes quotes, backslashes, control characters and slashes).
+        let utf8 = name.utf8
+        if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "/") }) {
+            var token = Data(capacity: utf8.count + 2)
+            token.append(UInt8(ascii: "\""))
+            token.append(contentsOf: utf8)
+            token.append(UInt8(ascii: "\""))
+            return token
+        }
         // A string always encodes.
-        (try? JSONEncoder().encode(name)) ?? Data("\"\"".utf8)
+        return (try? JSONEncoder().encode(name)) ?? Data("\"\"".utf8)
     }
 }

@@ -60,18 +60,20 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
         var prepared: [StoredRecord] = []
         let prepares = !migrations.isEmpty || sealer != nil
         if prepares {
-            prepared.reserveCapacity(records.count)
-            for (index, record) in records.enumerated() {
-                var migrated = record
-                if let fields = record.fields {
-                    do {
-                        migrated.fields = try migrate(fields)
-                    } catch {
-                        migrationFailures[index] = error
-                        migrated.fields = Data("{}".utf8)
-                    }
+            // Migrated and opened in parallel parts, like the decoding after it.
+            let stored = Array(records)
+            let migrated = BatchJSONCoding.inParallelParts(stored.count, state: {}) { _, index in
+                stored[index].fields.map { fields in Result { try migrate(fields) } }
+            }
+            prepared = stored
+            for index in prepared.indices {
+                switch migrated[index] {
+                case .success(let fields)?: prepared[index].fields = fields
+                case .failure(let error)?:
+                    migrationFailures[index] = error
+                    prepared[index].fields = Data("{}".utf8)
+                case nil: break
                 }
-                prepared.append(migrated)
             }
         }
         var results = !prepares
@@ -136,7 +138,8 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
             }
             object.remove(Self.versionKey)
         }
-        object.setRaw(Self.versionKey, Data("\(currentVersion)".utf8))
+        object.members[Self.versionKey] = JSONFieldMerge.Member(
+            keyToken: SchemaVersionField.keyToken, value: Data("\(currentVersion)".utf8))
         return object.json
     }
 

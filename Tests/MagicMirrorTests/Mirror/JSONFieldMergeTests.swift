@@ -56,4 +56,29 @@ import Testing
         }
         #expect(JSONFieldMerge.members(of: Data("{}".utf8)) == [:])
     }
+
+    /// Members are read as strictly as the database validates stored fields: what it
+    /// would refuse to store is no object here either.
+    @Test func invalidJSONInsideAnObjectIsRefused() {
+        let bad = [
+            #"{"a":01}"#, #"{"a":+1}"#, #"{"a":1.}"#, #"{"a":"\x"}"#, #"{"a":"\ud800"}"#,
+            "{\"a\":\"\u{01}\"}", #"{"a":[1,]}"#, #"{"a\q":1}"#, #"{a:1}"#,
+        ]
+        for json in bad {
+            #expect(JSONFieldMerge.members(of: Data(json.utf8)) == nil, "\(json)")
+        }
+        var invalidUTF8 = Data(#"{"a":""#.utf8)
+        invalidUTF8.append(contentsOf: [0xC0, 0x80])
+        invalidUTF8.append(contentsOf: Data(#""}"#.utf8))
+        #expect(JSONFieldMerge.members(of: invalidUTF8) == nil)
+    }
+
+    @Test func membersKeepTheirTokensAndTheLastOfARepeatedKey() throws {
+        let members = try #require(JSONFieldMerge.members(of: Data(#" {"k\u0065y" : [1, 2] ,"n":1,"n":2} "#.utf8)))
+        #expect(members.keys.sorted() == ["key", "n"])
+        #expect(members["key"]?.keyToken == Data(#""k\u0065y""#.utf8))
+        #expect(members["key"]?.value == Data("[1, 2]".utf8))
+        #expect(members["n"]?.value == Data("2".utf8))
+        #expect(JSONFieldMerge.object(members) == Data(#"{"k\u0065y":[1, 2],"n":2}"#.utf8))
+    }
 }

@@ -80,6 +80,44 @@ import Testing
         fields.remove("b")
         #expect(text(fields.json) == #"{"c":null,"d":[true],"e":1}"#)
     }
+
+    @Test func aFieldNameIsQuotedAsJSONEncoderQuotesIt() throws {
+        let names = ["a", "priority", "", "with space", "é and 日本", "a/b", "quote\"d", "back\\slash",
+                     "tab\tline\n", "\u{7F}del", "\u{2028}", "$schemaVersion", "emoji 🙂"]
+        for name in names {
+            #expect(RecordFields.keyToken(name) == (try JSONEncoder().encode(name)), "\(name)")
+        }
+    }
+
+    /// Migration runs in parallel parts for large batches: every record still gets its own
+    /// result, in order, and a failing record fails alone.
+    @Test func aLargeBatchMigratesEveryRecordInOrderAndFailsOnlyTheBadOnes() throws {
+        let coder = SchemaCoder<Versioned>()
+        let count = BatchJSONCoding.recordsPerParallelPart * 2 + 7
+        let records = (0..<count).map { index -> StoredRecord in
+            let fields: Data? = switch index % 97 {
+            case 5: nil
+            case 11: Data(#"{"id":"x","title":7}"#.utf8)
+            case 13: Data("[1]".utf8)
+            default: Data(#"{"id":"r\#(index)","old":true,"title":"t\#(index)"}"#.utf8)
+            }
+            return StoredRecord(
+                id: "r\(index)", version: 1, fields: fields, modified: HLCTimestamp(millis: 1, counter: 0), writer: "w")
+        }
+        let results = coder.decodeInOrder(records)
+        #expect(results.count == count)
+        for (index, result) in results.enumerated() {
+            switch index % 97 {
+            case 5: #expect(result == nil)
+            case 11, 13:
+                guard case .failure(let error)? = result else { Issue.record("record \(index) decoded"); continue }
+                #expect(error is StoredRecordProblem)
+            default:
+                let value = try #require(try result?.get())
+                #expect(value.id == "r\(index)" && value.title == "t\(index)" && value.priority == 0)
+            }
+        }
+    }
 }
 
 /// The quick check that a save loses no stored field.
