@@ -70,6 +70,13 @@ package struct ZoneState: Sendable {
         }
     }
 
+    /// Makes room in the record table for `count` records, so that applying many commits
+    /// one after another (a journal read on open) grows it once, to its size: growing
+    /// commit by commit doubles it, and can leave room for up to twice as many records.
+    package mutating func reserveCapacity(_ count: Int) {
+        records.reserveCapacity(count)
+    }
+
     /// Applies one committed change (a new record state) as the next sequence number.
     /// Used for changes this process commits and for changes read from other writers.
     ///

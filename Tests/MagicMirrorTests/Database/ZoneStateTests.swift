@@ -26,6 +26,18 @@ import Testing
         #expect(state.records["b"]?.version == 1)
     }
 
+    /// Room reserved for a journal's records is what the commits applied after it take: the
+    /// table does not double commit by commit past it (to twice what it holds).
+    @Test func roomReservedForManyCommitsIsRoomTheyTake() {
+        var state = ZoneState()
+        state.reserveCapacity(1_000)
+        for commit in 0..<10 {
+            state.apply((0..<100).map { stored("r\(commit * 100 + $0)") }, sequence: commit + 1)
+        }
+        #expect(state.records.count == 1_000)
+        #expect(state.records.capacity < 1_200, "room for the records, not for twice as many")
+    }
+
     @Test func aCompleteSetWithoutTombstonesCarriesTheStatesTable() throws {
         let state = state([stored("a"), stored("b"), stored("c")])
         let set = state.completeChangeSet

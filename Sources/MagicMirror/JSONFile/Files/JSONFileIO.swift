@@ -127,22 +127,30 @@ enum JSONFileIO {
     static func read(_ fd: Int32, from offset: Int, count: Int) throws(FileSystem.Failure) -> [UInt8] {
         guard count > 0 else { return [] }
         var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        let failure: Int32? = bytes.withUnsafeMutableBytes { raw -> Int32? in
-            while done < count {
-                let got = pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done))
-                if got < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                if got == 0 { break }
-                done += got
-            }
-            return nil
-        }
-        if let failure { throw FileSystem.Failure(operation: .open, code: failure) }
+        let done = try bytes.withUnsafeMutableBytes { raw in
+            Result { () throws(FileSystem.Failure) in try read(fd, into: raw, at: offset) }
+        }.get()
         if done < count { bytes.removeLast(count - done) }
         return bytes
+    }
+
+    /// Fills `buffer` with the file's bytes from `offset`, or fewer where the file ends.
+    ///
+    /// - Returns: How many bytes it read.
+    static func read(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int
+    ) throws(FileSystem.Failure) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let got = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw FileSystem.Failure(operation: .open, code: errno)
+            }
+            if got == 0 { break }
+            done += got
+        }
+        return done
     }
 
     /// Reads a whole file.

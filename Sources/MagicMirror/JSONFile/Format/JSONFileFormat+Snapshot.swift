@@ -7,8 +7,8 @@ extension JSONFileFormat {
         /// `nil` when the header line could not be read.
         var header: (generation: Int, sequence: Int)?
         var records: [StoredRecord] = []
-        /// Lines that do not decode: offset and length (newline included).
-        var bad: [(offset: Int, length: Int)] = []
+        /// Lines that do not decode: their offset and bytes (newline included).
+        var bad: [(offset: Int, bytes: [UInt8])] = []
     }
 
     /// Why a snapshot cannot be used at all.
@@ -17,16 +17,92 @@ extension JSONFileFormat {
         case unsupportedFormat(Int)
     }
 
+    /// Why reading a snapshot stopped.
+    enum SnapshotReadFailure: Error {
+        /// The file could not be read.
+        case read(FileSystem.Failure)
+        /// What was read cannot be used (see ``SnapshotProblem``).
+        case problem(SnapshotProblem)
+    }
+
+    /// How many bytes of a snapshot file are read at a time (more for a longer line). Only
+    /// one piece of the file is in memory at a time, beside the fields copied out of it,
+    /// instead of the whole file while its fields are copied.
+    static let snapshotPieceSize = 1 << 20
+
     /// Reads the bytes of a whole snapshot file; an empty file is an empty snapshot of
     /// generation 0.
     static func parseSnapshot(_ bytes: [UInt8]) -> Result<SnapshotContents, SnapshotProblem> {
-        guard !bytes.isEmpty else { return .success(SnapshotContents(header: (0, 0))) }
-        var parser = LineParser()
-        return bytes.withUnsafeBufferPointer { buffer in
-            Result { () throws(SnapshotProblem) in
-                try parseSnapshot(buffer.baseAddress!, count: buffer.count, parser: &parser)
+        do throws(SnapshotReadFailure) {
+            return .success(try readSnapshot(size: bytes.count) { buffer, offset in
+                let count = min(buffer.count, bytes.count - offset)
+                bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + count)])) }
+                return count
+            })
+        } catch {
+            switch error {
+            case .problem(let problem): return .failure(problem)
+            case .read: fatalError("reading an array does not fail")
             }
         }
+    }
+
+    /// Reads a snapshot piece by piece; an empty file is an empty snapshot of generation 0.
+    ///
+    /// - Parameters:
+    ///   - size: The file's size when it was opened. Bytes past it are not read, so a file
+    ///     that grows while it is read is read as it was; one that ends sooner is read to
+    ///     its end, as a whole read of it would have been.
+    ///   - pieceSize: How many bytes to read at a time (``snapshotPieceSize``; tests use
+    ///     tiny pieces). A line longer than a piece is read whole all the same.
+    ///   - read: Reads the file's bytes from an offset into a buffer, filling it unless the
+    ///     file ends first, and returns how many it read.
+    /// - Throws: ``SnapshotReadFailure/read(_:)`` when `read` fails,
+    ///   ``SnapshotReadFailure/problem(_:)`` for an unknown format version.
+    static func readSnapshot(
+        size: Int, pieceSize: Int = snapshotPieceSize,
+        read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
+    ) throws(SnapshotReadFailure) -> SnapshotContents {
+        var parser = SnapshotParser(size: size)
+        var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(pieceSize, 1), alignment: 1)
+        defer { buffer.deallocate() }
+        var offset = 0  // the file offset of the buffer's first byte
+        var filled = 0
+        var end = size
+        while true {
+            let wanted = min(buffer.count - filled, end - offset - filled)
+            if wanted > 0 {
+                let got: Int
+                do {
+                    got = try read(UnsafeMutableRawBufferPointer(rebasing: buffer[filled..<(filled + wanted)]), offset + filled)
+                } catch {
+                    throw .read(error)
+                }
+                filled += got
+                if got < wanted { end = offset + filled }
+            }
+            let isEnd = offset + filled >= end
+            let base = UnsafePointer(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            let used: Int
+            do throws(SnapshotProblem) {
+                used = try parser.parse(base, count: filled, offset: offset, isEnd: isEnd)
+            } catch {
+                throw .problem(error)
+            }
+            if isEnd { break }
+            if used == 0 {
+                // One line fills the buffer: make room for more of it.
+                let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: buffer.count * 2, alignment: 1)
+                larger.copyMemory(from: UnsafeRawBufferPointer(buffer))
+                buffer.deallocate()
+                buffer = larger
+            } else {
+                buffer.baseAddress!.copyMemory(from: buffer.baseAddress! + used, byteCount: filled - used)
+                offset += used
+                filled -= used
+            }
+        }
+        return parser.finish(isEmpty: end == 0)
     }
 
     /// The generation of a zone whose snapshot is missing or has no readable header: the
@@ -40,62 +116,132 @@ extension JSONFileFormat {
             ?? journalSizes.map(\.generation).min() ?? 0
     }
 
-    /// Reads a snapshot, line by line.
-    ///
-    /// - Throws: ``SnapshotProblem/unsupportedFormat(_:)`` for an unknown version.
-    static func parseSnapshot(
-        _ base: UnsafePointer<UInt8>, count: Int, parser: inout LineParser
-    ) throws(SnapshotProblem) -> SnapshotContents {
-        var contents = SnapshotContents()
-        // The fields of every record, gathered into one buffer at the end.
-        var fields: [LineParser.FieldsBytes] = []
-        var start = 0
-        var lineNumber = 0
-        while start < count {
-            let newline: Int
-            if let found = memchr(base + start, 0x0A, count - start) {
-                newline = UnsafePointer<UInt8>(found.assumingMemoryBound(to: UInt8.self)) - base
-            } else {
-                newline = count
-            }
-            defer { start = newline + 1 }
-            let length = min(newline + 1, count) - start
-            lineNumber += 1
-            if lineNumber == 1 {
-                switch parseSnapshotHeader(base, start: start, end: newline) {
-                case .header(let generation, let sequence): contents.header = (generation, sequence)
-                case .unsupported(let format): throw .unsupportedFormat(format)
-                case .invalid: contents.bad.append((start, length))
-                }
-                continue
-            }
-            if isBlank(base, start, newline) { continue }
-            // Trim trailing white space and one separating comma.
-            var last = newline
-            while last > start, [0x20, 0x09, 0x0D].contains(base[last - 1]) { last -= 1 }
-            if last - start == 2, base[start] == UInt8(ascii: "]"), base[start + 1] == UInt8(ascii: "}") {
-                continue
-            }
-            if last > start, base[last - 1] == UInt8(ascii: ",") { last -= 1 }
-            if let (record, bytes) = parser.parseSnapshotRecord(base, start: start, end: last) {
-                contents.records.append(record)
-                fields.append(bytes)
-            } else {
-                contents.bad.append((start, length))
-            }
+    /// Builds a snapshot's contents from its bytes, given a piece at a time.
+    private struct SnapshotParser {
+        private var contents = SnapshotContents()
+        private var parser = LineParser()
+        private var fields = FieldsPool()
+        private var lineNumber = 0
+        /// The file's size, which bounds how many records it can hold.
+        private let size: Int
+
+        init(size: Int) {
+            self.size = size
         }
-        share(fields, from: base, into: &contents.records)
-        return contents
+
+        /// Decodes the complete lines of `base[0..<count]`, which starts at byte `offset`
+        /// of the file; with `isEnd`, a last line without a newline too.
+        ///
+        /// - Returns: How many bytes it decoded: those after them start the next piece.
+        /// - Throws: ``SnapshotProblem/unsupportedFormat(_:)`` for an unknown version.
+        mutating func parse(
+            _ base: UnsafePointer<UInt8>, count: Int, offset: Int, isEnd: Bool
+        ) throws(SnapshotProblem) -> Int {
+            var start = 0
+            while start < count {
+                let newline: Int
+                if let found = memchr(base + start, 0x0A, count - start) {
+                    newline = UnsafePointer<UInt8>(found.assumingMemoryBound(to: UInt8.self)) - base
+                } else if isEnd {
+                    newline = count
+                } else {
+                    return start
+                }
+                defer { start = newline + 1 }
+                let length = min(newline + 1, count) - start
+                let bad = { (offset + start, Array(UnsafeBufferPointer(start: base + start, count: length))) }
+                lineNumber += 1
+                if lineNumber == 1 {
+                    switch parseSnapshotHeader(base, start: start, end: newline) {
+                    case .header(let generation, let sequence, let count):
+                        contents.header = (generation, sequence)
+                        // Room for the records the header counts (which compaction writes),
+                        // no more than the file can hold: not the up to twice as much that
+                        // growing by appending leaves, kept by the zone's table.
+                        if let count { contents.records.reserveCapacity(min(count, size / Self.shortestRecordLine)) }
+                    case .unsupported(let format): throw .unsupportedFormat(format)
+                    case .invalid: contents.bad.append(bad())
+                    }
+                    continue
+                }
+                if isBlank(base, start, newline) { continue }
+                // Trim trailing white space and one separating comma.
+                var last = newline
+                while last > start, [0x20, 0x09, 0x0D].contains(base[last - 1]) { last -= 1 }
+                if last - start == 2, base[start] == UInt8(ascii: "]"), base[start + 1] == UInt8(ascii: "}") {
+                    continue
+                }
+                if last > start, base[last - 1] == UInt8(ascii: ",") { last -= 1 }
+                if let (record, bytes) = parser.parseSnapshotRecord(base, start: start, end: last) {
+                    contents.records.append(record)
+                    fields.add(bytes, from: base, forRecord: contents.records.count - 1, of: &contents.records)
+                } else {
+                    contents.bad.append(bad())
+                }
+            }
+            return count
+        }
+
+        /// Fewer bytes than any record line has (`{"id":"a","version":1,...}` and newline).
+        private static let shortestRecordLine = 24
+
+        /// What the pieces held.
+        ///
+        /// - Parameter isEmpty: Whether the file was empty: an empty snapshot of generation 0.
+        mutating func finish(isEmpty: Bool) -> SnapshotContents {
+            if isEmpty { return SnapshotContents(header: (0, 0)) }
+            fields.finish(&contents.records)
+            defer { contents = SnapshotContents() }
+            return contents
+        }
     }
 
-    /// Copies the fields of every record into one buffer and gives each record its part (a
-    /// `Data` slice of the buffer, which costs no allocation of its own). A separate `Data`
-    /// per record costs about 120 bytes more each (the storage object and the allocation's
-    /// rounding), and one allocation and release each.
-    private static func share(
-        _ fields: [LineParser.FieldsBytes], from base: UnsafePointer<UInt8>, into records: inout [StoredRecord]
-    ) {
-        for (index, slice) in sharedFields(fields, from: base).enumerated() { records[index].fields = slice }
+    /// The fields of many records copied into a few large buffers as they are read, each
+    /// record given its part as a `Data` slice of one (which costs no allocation of its
+    /// own). A separate `Data` per record costs about 120 bytes more each (the storage
+    /// object and the allocation's rounding), and one allocation and release each.
+    private struct FieldsPool {
+        /// The size of a buffer (a larger one holds fields larger than this).
+        static let bufferSize = 1 << 20
+        private var buffer: UnsafeMutableRawPointer?
+        private var capacity = 0
+        private var used = 0
+        /// The records whose fields are in the current buffer, and where.
+        private var placed: [(record: Int, start: Int, count: Int)] = []
+
+        /// Copies the fields of record `index` (of `records`) into the current buffer.
+        mutating func add(
+            _ bytes: LineParser.FieldsBytes, from base: UnsafePointer<UInt8>, forRecord index: Int,
+            of records: inout [StoredRecord]
+        ) {
+            let count = bytes.count
+            if used + count > capacity {
+                finish(&records)
+                capacity = max(Self.bufferSize, count)
+                buffer = malloc(capacity)
+                guard buffer != nil else { fatalError("out of memory reading a snapshot") }
+            }
+            let target = buffer! + used
+            switch bytes {
+            case .range(let range):
+                target.copyMemory(from: base + range.lowerBound, byteCount: count)
+            case .data(let data):
+                data.withUnsafeBytes { if count > 0 { target.copyMemory(from: $0.baseAddress!, byteCount: count) } }
+            }
+            placed.append((index, used, count))
+            used += count
+        }
+
+        /// Gives the records in the current buffer their fields, and lets the buffer go.
+        mutating func finish(_ records: inout [StoredRecord]) {
+            guard let buffer else { return }
+            self.buffer = nil
+            let data = Data(bytesNoCopy: buffer, count: used, deallocator: .free)
+            for (record, start, count) in placed { records[record].fields = data[start..<(start + count)] }
+            placed.removeAll(keepingCapacity: true)
+            used = 0
+            capacity = 0
+        }
     }
 
     /// The bytes of `fields` copied into one buffer, as a `Data` slice of it each, in order
@@ -128,7 +274,8 @@ extension JSONFileFormat {
     }
 
     private enum HeaderResult {
-        case header(generation: Int, sequence: Int)
+        /// `count`: the number of records the header says the snapshot holds, if it says.
+        case header(generation: Int, sequence: Int, count: Int?)
         case unsupported(Int)
         case invalid
     }
@@ -139,6 +286,7 @@ extension JSONFileFormat {
         var format: Int?
         var generation: Int?
         var sequence: Int?
+        var count: Int?
         while true {
             scanner.skipWhitespace()
             guard let (keyStart, keyEnd, _) = scanner.scanString(), scanner.consume(UInt8(ascii: ":")) else {
@@ -156,6 +304,10 @@ extension JSONFileFormat {
                 generation = scanner.readInt()
             } else if scanner.bytesEqual(keyStart, keyEnd, "sequence") {
                 sequence = scanner.readInt()
+            } else if scanner.bytesEqual(keyStart, keyEnd, "count"), case var probe = scanner, let value = probe.readInt() {
+                // Only a hint: any other value is skipped, as every unknown key is.
+                count = value
+                scanner = probe
             } else {
                 guard scanner.skipValue() else { return .invalid }
             }
@@ -164,6 +316,6 @@ extension JSONFileFormat {
         guard let format else { return .invalid }
         guard format == version else { return .unsupported(format) }
         guard let generation, let sequence, generation >= 0, sequence >= 0 else { return .invalid }
-        return .header(generation: generation, sequence: sequence)
+        return .header(generation: generation, sequence: sequence, count: count.flatMap { $0 >= 0 ? $0 : nil })
     }
 }

@@ -16,19 +16,12 @@ extension JSONFileZone {
         var snapshotFD: Int32 = -1
         var snapshotInfo: JSONFileIO.FileInfo?
         var contents = JSONFileFormat.SnapshotContents()
-        var snapshotBytes: [UInt8] = []
         var journalFD: Int32 = -1
         var journalWritable = false
         var generation = 0
         while true {
             attempts += 1
-            (snapshotFD, snapshotInfo, snapshotBytes) = try openSnapshot(disk.directoryFD)
-            do throws(MirrorError) {
-                contents = try parseSnapshot(snapshotBytes)
-            } catch {
-                if snapshotFD >= 0 { close(snapshotFD) }
-                throw error
-            }
+            (snapshotFD, snapshotInfo, contents) = try openSnapshot(disk.directoryFD)
             if snapshotFD < 0 {
                 // No snapshot: generation 0, unless someone removed the snapshot of a
                 // compacted zone; then its journal is the best there is.
@@ -55,15 +48,14 @@ extension JSONFileZone {
         // Bad snapshot lines go to quarantine.
         let snapshotTag = contents.header.map { "\($0.generation)" } ?? "inode\(snapshotInfo?.inode ?? 0)"
         for bad in contents.bad {
-            let range = bad.offset..<(bad.offset + bad.length)
             quarantine(
-                Array(snapshotBytes[range]), in: disk.directoryFD, name: "quarantine-snapshot-\(snapshotTag)-\(bad.offset).bad",
+                bad.bytes, in: disk.directoryFD, name: "quarantine-snapshot-\(snapshotTag)-\(bad.offset).bad",
                 source: JSONFileFormat.snapshotFile,
                 what: bad.offset == 0
                     ? "the header line of \(JSONFileFormat.snapshotFile) does not decode"
                     : "line at byte \(bad.offset) of \(JSONFileFormat.snapshotFile) does not decode")
         }
-        snapshotBytes = []
+        contents.bad = []
         if snapshotFD < 0 && generation > 0 {
             let journal = JSONFileFormat.journalFile(generation)
             context.problems.report(
@@ -94,6 +86,7 @@ extension JSONFileZone {
         contents.records = []
         if journalFD >= 0, let info = JSONFileIO.info(journalFD), info.size > 0 {
             let read = try readJournal(&disk, size: info.size, after: state.token.sequence, underLock: underLock)
+            state.reserveCapacity(read.commits.reduce(state.records.count) { $0 + $1.records.count })
             _ = apply(read, to: &state, notify: false)
         }
         if underLock { try cutTail(&disk) }
@@ -123,36 +116,38 @@ extension JSONFileZone {
         return new.notifications(for: changed, databaseIdentifier: context.identifier, zone: zone, writer: nil)
     }
 
+    /// Opens and reads the snapshot, a piece at a time (see
+    /// ``JSONFileFormat/readSnapshot(size:pieceSize:read:)``). No snapshot is descriptor
+    /// `-1` and the contents of an empty one.
     private func openSnapshot(
         _ directoryFD: Int32
-    ) throws(MirrorError) -> (fd: Int32, info: JSONFileIO.FileInfo?, bytes: [UInt8]) {
+    ) throws(MirrorError) -> (fd: Int32, info: JSONFileIO.FileInfo?, contents: JSONFileFormat.SnapshotContents) {
         let name = JSONFileFormat.snapshotFile
         let fd: Int32
         do {
             fd = try fileSystem.open(at: directoryFD, name, flags: O_RDONLY | O_NOFOLLOW)
         } catch {
-            if error.code == ENOENT { return (-1, nil, []) }
+            if error.code == ENOENT { return (-1, nil, JSONFileFormat.SnapshotContents(header: (0, 0))) }
             throw located(openError(error, name))
         }
-        do {
-            let bytes = try JSONFileIO.readAll(fd)
-            return (fd, JSONFileIO.info(fd), bytes)
+        do throws(JSONFileFormat.SnapshotReadFailure) {
+            guard let info = JSONFileIO.info(fd) else { throw .read(FileSystem.Failure(operation: .open, code: errno)) }
+            let contents = try JSONFileFormat.readSnapshot(size: info.size) { buffer, offset throws(FileSystem.Failure) in
+                try JSONFileIO.read(fd, into: buffer, at: offset)
+            }
+            return (fd, info, contents)
         } catch {
             close(fd)
-            throw located(MirrorError.posix(error.code, "read", file: path(name)))
-        }
-    }
-
-    private func parseSnapshot(_ bytes: [UInt8]) throws(MirrorError) -> JSONFileFormat.SnapshotContents {
-        switch JSONFileFormat.parseSnapshot(bytes) {
-        case .success(let contents):
-            return contents
-        case .failure(.unsupportedFormat(let format)):
-            throw located(MirrorError(
-                .unsupportedFormat,
-                "\(path(JSONFileFormat.snapshotFile)) is in format \(format); this version of MagicMirror "
-                    + "reads format \(JSONFileFormat.version) only. Nothing was changed.",
-                file: path(JSONFileFormat.snapshotFile)))
+            switch error {
+            case .read(let failure):
+                throw located(MirrorError.posix(failure.code, "read", file: path(name)))
+            case .problem(.unsupportedFormat(let format)):
+                throw located(MirrorError(
+                    .unsupportedFormat,
+                    "\(path(name)) is in format \(format); this version of MagicMirror "
+                        + "reads format \(JSONFileFormat.version) only. Nothing was changed.",
+                    file: path(name)))
+            }
         }
     }
 
