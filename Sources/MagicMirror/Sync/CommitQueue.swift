@@ -56,6 +56,10 @@ struct CommitQueue<Record: Recordable>: Sendable {
     /// Whether the record has a change waiting or being committed.
     func hasChange(for id: String) -> Bool { pending[id] != nil || inFlight[id] != nil }
 
+    /// The number of items in the heap of first sequences, current or not (kept within a
+    /// small multiple of the entries).
+    var oldestSequenceItems: Int { sequences.count }
+
     /// The oldest change sequence number of any entry, waiting or in flight.
     mutating func oldestSequence() -> Int? {
         let (pending, inFlight) = (pending, inFlight)
