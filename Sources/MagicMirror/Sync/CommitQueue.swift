@@ -56,12 +56,21 @@ struct CommitQueue<Record: Recordable>: Sendable {
     /// Whether the record has a change waiting or being committed.
     func hasChange(for id: String) -> Bool { pending[id] != nil || inFlight[id] != nil }
 
+    /// The number of items in the heap of first sequences, current or not (kept within a
+    /// small multiple of the entries).
+    var oldestSequenceItems: Int { sequences.count }
+
     /// The oldest change sequence number of any entry, waiting or in flight.
     mutating func oldestSequence() -> Int? {
         let (pending, inFlight) = (pending, inFlight)
-        return sequences.oldest { sequence, id in
-            pending[id]?.firstSequence == sequence || inFlight[id]?.firstSequence == sequence
-        }
+        return sequences.oldest { Self.isFirst($0, of: $1, pending: pending, inFlight: inFlight) }
+    }
+
+    /// Whether `sequence` is the first sequence of the entry of `id`, waiting or in flight.
+    private static func isFirst(
+        _ sequence: Int, of id: String, pending: IDMap<PendingEntry<Record>>, inFlight: IDMap<PendingEntry<Record>>
+    ) -> Bool {
+        pending[id]?.firstSequence == sequence || inFlight[id]?.firstSequence == sequence
     }
 
     /// The pending changes, oldest first.
@@ -97,6 +106,12 @@ struct CommitQueue<Record: Recordable>: Sendable {
             enqueue(&entry)
             pending[id] = entry
             sequences.insert(sequence, id: id)
+            if sequences.count > 2 * (pending.count + inFlight.count) + 64 {
+                // Items of gone entries are dropped at the top only: drop them all once they
+                // outnumber the entries (amortized, one pass per that many changes).
+                let (pending, inFlight) = (pending, inFlight)
+                sequences.removeAll { Self.isFirst($0, of: $1, pending: pending, inFlight: inFlight) }
+            }
             return true
         }
         entry.value = value

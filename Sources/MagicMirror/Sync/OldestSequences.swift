@@ -38,6 +38,15 @@ struct OldestSequences: Sendable {
         return nil
     }
 
+    /// Drops every item `isCurrent` refuses, wherever it is in the heap: items of gone
+    /// entries below a current top are never reached by ``oldest(where:)``, and without a
+    /// `flush()` it is not asked at all.
+    mutating func removeAll(notCurrent isCurrent: (_ sequence: Int, _ id: String) -> Bool) {
+        heap.removeAll { !isCurrent($0.sequence, $0.id) }
+        // An array sorted by sequence is a min-heap.
+        heap.sort { $0.sequence < $1.sequence }
+    }
+
     private mutating func removeTop() {
         let last = heap.removeLast()
         guard !heap.isEmpty else { return }

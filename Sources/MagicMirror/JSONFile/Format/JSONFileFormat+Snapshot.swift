@@ -64,6 +64,9 @@ extension JSONFileFormat {
         read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
     ) throws(SnapshotReadFailure) -> SnapshotContents {
         var parser = SnapshotParser(size: size)
+        var finished = false
+        // A read that stops early lets go of the fields copied so far.
+        defer { if !finished { parser.discard() } }
         var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(pieceSize, 1), alignment: 1)
         defer { buffer.deallocate() }
         var offset = 0  // the file offset of the buffer's first byte
@@ -102,6 +105,7 @@ extension JSONFileFormat {
                 filled -= used
             }
         }
+        finished = true
         return parser.finish(isEmpty: end == 0)
     }
 
@@ -182,6 +186,11 @@ extension JSONFileFormat {
             return count
         }
 
+        /// Frees the fields copied so far, when the read stops before ``finish(isEmpty:)``.
+        mutating func discard() {
+            fields.discard()
+        }
+
         /// Fewer bytes than any record line has (`{"id":"a","version":1,...}` and newline).
         private static let shortestRecordLine = 24
 
@@ -230,6 +239,15 @@ extension JSONFileFormat {
             }
             placed.append((index, used, count))
             used += count
+        }
+
+        /// Frees the current buffer without giving its fields to any record.
+        mutating func discard() {
+            free(buffer)
+            buffer = nil
+            placed.removeAll()
+            used = 0
+            capacity = 0
         }
 
         /// Gives the records in the current buffer their fields, and lets the buffer go.
