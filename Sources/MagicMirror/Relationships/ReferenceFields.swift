@@ -18,19 +18,11 @@ package enum ReferenceFields {
             var scanner = JSONScanner(base: base, count: raw.count)
             // The field's value, the last one when the key is repeated.
             var valueStart: Int?
-            guard scanner.consume(UInt8(ascii: "{")) else { return [] }
-            if !scanner.consume(UInt8(ascii: "}")) {
-                while true {
-                    scanner.skipWhitespace()
-                    guard let key = scanner.readString(), scanner.consume(UInt8(ascii: ":")) else { return [] }
-                    scanner.skipWhitespace()
-                    if key == field { valueStart = scanner.position }
-                    guard scanner.skipValue() else { return [] }
-                    if scanner.consume(UInt8(ascii: ",")) { continue }
-                    guard scanner.consume(UInt8(ascii: "}")) else { return [] }
-                    break
-                }
+            let isObject = scanner.scanObject { key, _, scanner in
+                if key == field { valueStart = scanner.position }
+                return scanner.skipValue()
             }
+            guard isObject else { return [] }
             scanner.skipWhitespace()
             guard scanner.isAtEnd, let valueStart else { return [] }
             scanner.position = valueStart
@@ -59,33 +51,23 @@ package enum ReferenceFields {
     /// `.some(nil)` for any other valid value, `nil` when it is not valid JSON.
     private static func target(_ scanner: inout JSONScanner, targetType: String) -> String?? {
         guard scanner.peek == UInt8(ascii: "{") else { return scanner.skipValue() ? .some(nil) : nil }
-        scanner.position += 1
         var type: String?
         var id: String?
-        if !scanner.consume(UInt8(ascii: "}")) {
-            while true {
-                scanner.skipWhitespace()
-                guard let key = scanner.readString(), scanner.consume(UInt8(ascii: ":")) else { return nil }
-                scanner.skipWhitespace()
-                let isType = key == "recordType"
-                if isType || key == "recordID" {
-                    // A later member of the same name wins, whatever its kind.
-                    var string: String?
-                    if scanner.peek == UInt8(ascii: "\"") {
-                        guard let read = scanner.readString() else { return nil }
-                        string = read
-                    } else if !scanner.skipValue() {
-                        return nil
-                    }
-                    if isType { type = string } else { id = string }
-                } else if !scanner.skipValue() {
-                    return nil
-                }
-                if scanner.consume(UInt8(ascii: ",")) { continue }
-                guard scanner.consume(UInt8(ascii: "}")) else { return nil }
-                break
+        let isObject = scanner.scanObject { key, _, scanner in
+            let isType = key == "recordType"
+            guard isType || key == "recordID" else { return scanner.skipValue() }
+            // A later member of the same name wins, whatever its kind.
+            var string: String?
+            if scanner.peek == UInt8(ascii: "\"") {
+                guard let read = scanner.readString() else { return false }
+                string = read
+            } else if !scanner.skipValue() {
+                return false
             }
+            if isType { type = string } else { id = string }
+            return true
         }
+        guard isObject else { return nil }
         guard let type, type.utf8.elementsEqual(targetType.utf8), let id, NameRules.problem(with: id) == nil else {
             return .some(nil)
         }

@@ -80,24 +80,16 @@ package enum JSONFieldMerge {
         data.withUnsafeBytes { raw -> [String: Member]? in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
             var scanner = JSONScanner(base: base, count: raw.count)
-            guard scanner.consume(UInt8(ascii: "{")) else { return nil }
             var members: [String: Member] = [:]
-            if !scanner.consume(UInt8(ascii: "}")) {
-                while true {
-                    scanner.skipWhitespace()
-                    let keyStart = scanner.position
-                    guard let key = scanner.readString() else { return nil }
-                    let keyToken = Data(bytes: base + keyStart, count: scanner.position - keyStart)
-                    guard scanner.consume(UInt8(ascii: ":")) else { return nil }
-                    scanner.skipWhitespace()
-                    let valueStart = scanner.position
-                    guard scanner.skipValue() else { return nil }
-                    members[key] = Member(keyToken: keyToken, value: Data(bytes: base + valueStart, count: scanner.position - valueStart))
-                    if scanner.consume(UInt8(ascii: ",")) { continue }
-                    guard scanner.consume(UInt8(ascii: "}")) else { return nil }
-                    break
-                }
+            let isObject = scanner.scanObject { key, keyToken, scanner in
+                let valueStart = scanner.position
+                guard scanner.skipValue() else { return false }
+                members[key] = Member(
+                    keyToken: Data(bytes: base + keyToken.lowerBound, count: keyToken.count),
+                    value: Data(bytes: base + valueStart, count: scanner.position - valueStart))
+                return true
             }
+            guard isObject else { return nil }
             scanner.skipWhitespace()
             return scanner.isAtEnd ? members : nil
         }

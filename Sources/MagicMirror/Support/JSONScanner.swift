@@ -76,6 +76,27 @@ package struct JSONScanner {
         return true
     }
 
+    /// Reads the object at the current position (after white space), member by member:
+    /// `member` gets each key, the range of its token (quotes included) and the scanner at its
+    /// value, which it must read or skip. A key that appears twice is given twice.
+    ///
+    /// - Returns: `false` when the bytes are not a valid object or `member` returns `false`.
+    package mutating func scanObject(_ member: (String, Range<Int>, inout JSONScanner) -> Bool) -> Bool {
+        guard consume(UInt8(ascii: "{")) else { return false }
+        if consume(UInt8(ascii: "}")) { return true }
+        while true {
+            skipWhitespace()
+            let keyStart = position
+            guard let key = readString() else { return false }
+            let keyToken = keyStart..<position
+            guard consume(UInt8(ascii: ":")) else { return false }
+            skipWhitespace()
+            guard member(key, keyToken, &self) else { return false }
+            if consume(UInt8(ascii: ",")) { continue }
+            return consume(UInt8(ascii: "}"))
+        }
+    }
+
     /// Skips one complete, valid JSON value (after white space).
     ///
     /// - Parameter maximumDepth: The deepest nesting of objects and arrays accepted.
