@@ -103,17 +103,8 @@ public struct RecordFields: Sendable, Equatable {
 
     /// A field name as a JSON string token, quotes included.
     static func keyToken(_ name: String) -> Data {
-        // Most names need no escape: quoted as they are, as JSONEncoder would write them
-        // (it escapes quotes, backslashes, control characters and slashes).
-        let utf8 = name.utf8
-        if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "/") }) {
-            var token = Data(capacity: utf8.count + 2)
-            token.append(UInt8(ascii: "\""))
-            token.append(contentsOf: utf8)
-            token.append(UInt8(ascii: "\""))
-            return token
-        }
-        // A string always encodes.
-        return (try? JSONEncoder().encode(name)) ?? Data("\"\"".utf8)
+        var token: [UInt8] = []
+        JSONByteWriter.appendQuoted(name, to: &token, asJSONEncoder: true)
+        return Data(token)
     }
 }
