@@ -88,4 +88,26 @@ private struct Picky: Encodable {
             #expect(BatchJSONCoding.splitArray(Data(bad.utf8)) == nil, "\(bad)")
         }
     }
+
+    @Test(arguments: [0, 1, 500, 2 * BatchJSONCoding.recordsPerParallelPart - 1])
+    func aSmallCountIsOnePartOnTheCallingThread(count: Int) {
+        let caller = pthread_self()
+        let parts = BatchJSONCoding.inParallelRanges(count) { range in
+            (range, pthread_equal(pthread_self(), caller) != 0)
+        }
+        #expect(parts.count == 1)
+        #expect(parts.first?.0 == 0..<count)
+        #expect(parts.first?.1 == true)
+    }
+
+    @Test(arguments: [2 * BatchJSONCoding.recordsPerParallelPart, 100_000])
+    func aLargeCountIsOnePartPerCoreCoveringEveryIndexInOrder(count: Int) {
+        let parts = BatchJSONCoding.inParallelRanges(count) { $0 }
+        let cores = BatchJSONCoding.processorCount
+        #expect(parts.count == (cores > 1 ? min(cores, count / BatchJSONCoding.recordsPerParallelPart) : 1))
+        #expect(parts.first?.lowerBound == 0)
+        #expect(parts.last?.upperBound == count)
+        #expect(zip(parts, parts.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound && !$0.isEmpty })
+        #expect(BatchJSONCoding.processorCount == max(1, ProcessInfo.processInfo.activeProcessorCount))
+    }
 }
