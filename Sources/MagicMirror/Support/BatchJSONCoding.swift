@@ -108,13 +108,18 @@ package enum BatchJSONCoding {
         // A small count is one part, on this thread, without asking how many cores there are.
         guard count >= 2 * recordsPerParallelPart, processorCount > 1 else { return [part(0..<count)] }
         let parts = min(processorCount, count / recordsPerParallelPart)
-        return [Part](unsafeUninitializedCapacity: parts) { buffer, initialized in
+        return concurrently(parts) { index in part((count * index / parts)..<(count * (index + 1) / parts)) }
+    }
+
+    /// `element(i)` for every `i` in `0..<count`, in order, each computed on a thread of its
+    /// own, at once (for a few large pieces of work, such as the parts of a file).
+    package static func concurrently<Element>(_ count: Int, _ element: @Sendable (Int) -> Element) -> [Element] {
+        [Element](unsafeUninitializedCapacity: count) { buffer, initialized in
             let output = ResultsBuffer(buffer: buffer)
-            DispatchQueue.concurrentPerform(iterations: parts) { index in
-                let range = (count * index / parts)..<(count * (index + 1) / parts)
-                (output.buffer.baseAddress! + index).initialize(to: part(range))
+            DispatchQueue.concurrentPerform(iterations: count) { index in
+                (output.buffer.baseAddress! + index).initialize(to: element(index))
             }
-            initialized = parts
+            initialized = count
         }
     }
 

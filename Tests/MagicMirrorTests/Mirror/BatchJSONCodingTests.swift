@@ -110,4 +110,16 @@ private struct Picky: Encodable {
         #expect(zip(parts, parts.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound && !$0.isEmpty })
         #expect(BatchJSONCoding.processorCount == max(1, ProcessInfo.processInfo.activeProcessorCount))
     }
+
+    /// Each element is computed on its own thread at once: two that each wait for the other
+    /// both finish (computed one after the other, the first would wait out its timeout).
+    @Test(.enabled(if: BatchJSONCoding.processorCount > 1))
+    func concurrentlyComputesTheElementsAtOnce() {
+        let started = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+        let results = BatchJSONCoding.concurrently(2) { index in
+            started[index].signal()
+            return started[1 - index].wait(timeout: .now() + 30) == .success ? index : -1
+        }
+        #expect(results == [0, 1])
+    }
 }

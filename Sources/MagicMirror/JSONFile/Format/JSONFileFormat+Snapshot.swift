@@ -47,7 +47,16 @@ extension JSONFileFormat {
         }
     }
 
+    /// From this size on, a snapshot is read in parallel parts (one per core): its lines are
+    /// independent, and reading one is most of the time of opening a large zone that the
+    /// decoding of its records, already in parallel, does not take.
+    static let snapshotSizeReadInParts = 4 << 20
+
     /// Reads a snapshot piece by piece; an empty file is an empty snapshot of generation 0.
+    ///
+    /// A large file (``snapshotSizeReadInParts``) is read in one part per core, each from a
+    /// line's start, in parallel; the parts' records and bad lines are joined in the file's
+    /// order, so the result is the one a read in order gives.
     ///
     /// - Parameters:
     ///   - size: The file's size when it was opened. Bytes past it are not read, so a file
@@ -55,23 +64,86 @@ extension JSONFileFormat {
     ///     its end, as a whole read of it would have been.
     ///   - pieceSize: How many bytes to read at a time (``snapshotPieceSize``; tests use
     ///     tiny pieces). A line longer than a piece is read whole all the same.
+    ///   - partsFrom: The size from which the file is read in parallel parts (tests use a
+    ///     small one).
     ///   - read: Reads the file's bytes from an offset into a buffer, filling it unless the
-    ///     file ends first, and returns how many it read.
+    ///     file ends first, and returns how many it read. Called from several threads at once
+    ///     for a file read in parts.
     /// - Throws: ``SnapshotReadFailure/read(_:)`` when `read` fails,
     ///   ``SnapshotReadFailure/problem(_:)`` for an unknown format version.
     static func readSnapshot(
-        size: Int, pieceSize: Int = snapshotPieceSize,
-        read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
+        size: Int, pieceSize: Int = snapshotPieceSize, partsFrom: Int = snapshotSizeReadInParts,
+        read: @Sendable (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
     ) throws(SnapshotReadFailure) -> SnapshotContents {
-        var parser = SnapshotParser(size: size)
+        let bounds = try partBounds(size: size, from: partsFrom, read: read)
+        guard bounds.count > 2 else {
+            var parser = SnapshotParser(size: size, readsHeader: true)
+            let end = try readPieces(into: &parser, from: 0, to: size, pieceSize: pieceSize, read: read)
+            return parser.finish(isEmpty: end == 0)
+        }
+        let parts = BatchJSONCoding.concurrently(bounds.count - 1) { index in
+            Result { () throws(SnapshotReadFailure) -> SnapshotContents in
+                var parser = SnapshotParser(size: size, readsHeader: index == 0)
+                _ = try readPieces(into: &parser, from: bounds[index], to: bounds[index + 1], pieceSize: pieceSize, read: read)
+                return parser.finish(isEmpty: false)
+            }
+        }
+        // The first part holds the header, and its records array has room for the records
+        // the header counts; a failure is the first in the file's order, as in a read in order.
+        var contents = try parts[0].get()
+        for part in parts.dropFirst() {
+            let part = try part.get()
+            contents.records.append(contentsOf: part.records)
+            contents.bad.append(contentsOf: part.bad)
+        }
+        return contents
+    }
+
+    /// Where the parts of a snapshot of `size` bytes begin, and its size last: `[0, size]`
+    /// (one part) below `from` bytes or on one core; else one part per core, each past the
+    /// first starting after the first newline at or after its share's start (a part whose
+    /// share holds no newline in its first piece joins the part before it).
+    static func partBounds(
+        size: Int, from: Int,
+        read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
+    ) throws(SnapshotReadFailure) -> [Int] {
+        let cores = BatchJSONCoding.processorCount
+        guard size >= from, size > 0, cores > 1 else { return [0, size] }
+        let window = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 1)
+        defer { window.deallocate() }
+        var bounds = [0]
+        for part in 1..<cores {
+            let share = size / cores * part
+            guard share > bounds.last! else { continue }
+            let got: Int
+            do {
+                got = try read(UnsafeMutableRawBufferPointer(rebasing: window[0..<min(window.count, size - share)]), share)
+            } catch {
+                throw .read(error)
+            }
+            guard let newline = memchr(window.baseAddress!, 0x0A, got) else { continue }
+            let start = share + (UnsafeRawPointer(newline) - UnsafeRawPointer(window.baseAddress!)) + 1
+            if start < size { bounds.append(start) }
+        }
+        bounds.append(size)
+        return bounds
+    }
+
+    /// Reads the lines of the file's bytes `start..<end` into `parser`, a piece at a time.
+    ///
+    /// - Returns: Where the bytes read ended: `end`, or sooner when the file ends first.
+    private static func readPieces(
+        into parser: inout SnapshotParser, from start: Int, to end: Int, pieceSize: Int,
+        read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
+    ) throws(SnapshotReadFailure) -> Int {
         var finished = false
         // A read that stops early lets go of the fields copied so far.
         defer { if !finished { parser.discard() } }
         var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(pieceSize, 1), alignment: 1)
         defer { buffer.deallocate() }
-        var offset = 0  // the file offset of the buffer's first byte
+        var offset = start  // the file offset of the buffer's first byte
         var filled = 0
-        var end = size
+        var end = end
         while true {
             let wanted = min(buffer.count - filled, end - offset - filled)
             if wanted > 0 {
@@ -106,7 +178,7 @@ extension JSONFileFormat {
             }
         }
         finished = true
-        return parser.finish(isEmpty: end == 0)
+        return end
     }
 
     /// The generation of a zone whose snapshot is missing or has no readable header: the
@@ -129,8 +201,11 @@ extension JSONFileFormat {
         /// The file's size, which bounds how many records it can hold.
         private let size: Int
 
-        init(size: Int) {
+        /// - Parameter readsHeader: Whether the bytes start at the file's start, with the
+        ///   header line (else they start at a record line of a file read in parts).
+        init(size: Int, readsHeader: Bool) {
             self.size = size
+            lineNumber = readsHeader ? 0 : 1
         }
 
         /// Decodes the complete lines of `base[0..<count]`, which starts at byte `offset`
