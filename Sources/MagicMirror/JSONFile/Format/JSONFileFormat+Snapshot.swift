@@ -77,26 +77,22 @@ extension JSONFileFormat {
     ) throws(SnapshotReadFailure) -> SnapshotContents {
         let bounds = try partBounds(size: size, from: partsFrom, read: read)
         guard bounds.count > 2 else {
-            var parser = SnapshotParser(size: size, readsHeader: true)
+            var parser = SnapshotParser(readsHeader: true)
             let end = try readPieces(into: &parser, from: 0, to: size, pieceSize: pieceSize, read: read)
-            return parser.finish(isEmpty: end == 0)
+            if end == 0 { return SnapshotContents(header: (0, 0)) }
+            return SnapshotParser.join([parser.finish()])
         }
         let parts = BatchJSONCoding.concurrently(bounds.count - 1) { index in
-            Result { () throws(SnapshotReadFailure) -> SnapshotContents in
-                var parser = SnapshotParser(size: size, readsHeader: index == 0)
+            Result { () throws(SnapshotReadFailure) -> SnapshotParser.Part in
+                var parser = SnapshotParser(readsHeader: index == 0)
                 _ = try readPieces(into: &parser, from: bounds[index], to: bounds[index + 1], pieceSize: pieceSize, read: read)
-                return parser.finish(isEmpty: false)
+                return parser.finish()
             }
         }
-        // The first part holds the header, and its records array has room for the records
-        // the header counts; a failure is the first in the file's order, as in a read in order.
-        var contents = try parts[0].get()
-        for part in parts.dropFirst() {
-            let part = try part.get()
-            contents.records.append(contentsOf: part.records)
-            contents.bad.append(contentsOf: part.bad)
-        }
-        return contents
+        // A failure is the first in the file's order, as in a read in order.
+        var done: [SnapshotParser.Part] = []
+        for part in parts { done.append(try part.get()) }
+        return SnapshotParser.join(done)
     }
 
     /// Where the parts of a snapshot of `size` bytes begin, and its size last: `[0, size]`
@@ -194,17 +190,23 @@ extension JSONFileFormat {
 
     /// Builds a snapshot's contents from its bytes, given a piece at a time.
     private struct SnapshotParser {
-        private var contents = SnapshotContents()
+        /// What the bytes of a part of the file held.
+        struct Part {
+            var header: (generation: Int, sequence: Int)?
+            var records: RecordChunks
+            var bad: [(offset: Int, bytes: [UInt8])]
+        }
+
+        private var header: (generation: Int, sequence: Int)?
+        private var records = RecordChunks()
+        private var bad: [(offset: Int, bytes: [UInt8])] = []
         private var parser = LineParser()
         private var fields = FieldsPool()
         private var lineNumber = 0
-        /// The file's size, which bounds how many records it can hold.
-        private let size: Int
 
         /// - Parameter readsHeader: Whether the bytes start at the file's start, with the
         ///   header line (else they start at a record line of a file read in parts).
-        init(size: Int, readsHeader: Bool) {
-            self.size = size
+        init(readsHeader: Bool) {
             lineNumber = readsHeader ? 0 : 1
         }
 
@@ -232,14 +234,12 @@ extension JSONFileFormat {
                 lineNumber += 1
                 if lineNumber == 1 {
                     switch parseSnapshotHeader(base, start: start, end: newline) {
-                    case .header(let generation, let sequence, let count):
-                        contents.header = (generation, sequence)
-                        // Room for the records the header counts (which compaction writes),
-                        // no more than the file can hold: not the up to twice as much that
-                        // growing by appending leaves, kept by the zone's table.
-                        if let count { contents.records.reserveCapacity(min(count, size / Self.shortestRecordLine)) }
+                    case .header(let generation, let sequence, _):
+                        // The header's count (which compaction writes) is not needed: the
+                        // records array is made once all are read, with room for them alone.
+                        header = (generation, sequence)
                     case .unsupported(let format): throw .unsupportedFormat(format)
-                    case .invalid: contents.bad.append(bad())
+                    case .invalid: self.bad.append(bad())
                     }
                     continue
                 }
@@ -252,10 +252,10 @@ extension JSONFileFormat {
                 }
                 if last > start, base[last - 1] == UInt8(ascii: ",") { last -= 1 }
                 if let (record, bytes) = parser.parseSnapshotRecord(base, start: start, end: last) {
-                    contents.records.append(record)
-                    fields.add(bytes, from: base, forRecord: contents.records.count - 1, of: &contents.records)
+                    records.append(record)
+                    fields.add(bytes, from: base, forRecord: records.count - 1, of: &records)
                 } else {
-                    contents.bad.append(bad())
+                    self.bad.append(bad())
                 }
             }
             return count
@@ -266,17 +266,59 @@ extension JSONFileFormat {
             fields.discard()
         }
 
-        /// Fewer bytes than any record line has (`{"id":"a","version":1,...}` and newline).
-        private static let shortestRecordLine = 24
-
         /// What the pieces held.
-        ///
-        /// - Parameter isEmpty: Whether the file was empty: an empty snapshot of generation 0.
-        mutating func finish(isEmpty: Bool) -> SnapshotContents {
-            if isEmpty { return SnapshotContents(header: (0, 0)) }
-            fields.finish(&contents.records)
-            defer { contents = SnapshotContents() }
+        mutating func finish() -> Part {
+            fields.finish(&records)
+            defer { self = SnapshotParser(readsHeader: false) }
+            return Part(header: header, records: records, bad: bad)
+        }
+
+        /// The contents of a file from its parts, in the file's order: the records in one
+        /// array with room for them alone, filled a chunk at a time.
+        static func join(_ parts: [Part]) -> SnapshotContents {
+            var contents = SnapshotContents(header: parts.first?.header)
+            contents.records.reserveCapacity(parts.reduce(0) { $0 + $1.records.count })
+            for var part in parts {
+                part.records.move(to: &contents.records)
+                contents.bad.append(contentsOf: part.bad)
+            }
             return contents
+        }
+    }
+
+    /// Records as they are read, in arrays of at most ``chunkSize``: one array per part of a
+    /// file read in parts would be copied into the whole file's array and freed, and freeing
+    /// a block that large makes the C library keep smaller ones (under it) mapped once freed,
+    /// which raised the peak memory of opening 100,000 records by 3 MiB. A chunk is smaller
+    /// than the blocks the library maps on their own (128 KiB).
+    private struct RecordChunks {
+        static let chunkSize = 1_024
+        private var chunks: [[StoredRecord]] = []
+        private(set) var count = 0
+
+        mutating func append(_ record: StoredRecord) {
+            if chunks.last.map({ $0.count == Self.chunkSize }) ?? true {
+                chunks.append([])
+                chunks[chunks.count - 1].reserveCapacity(Self.chunkSize)
+            }
+            chunks[chunks.count - 1].append(record)
+            count += 1
+        }
+
+        /// The `index`th record appended.
+        subscript(index: Int) -> StoredRecord {
+            get { chunks[index / Self.chunkSize][index % Self.chunkSize] }
+            _modify { yield &chunks[index / Self.chunkSize][index % Self.chunkSize] }
+        }
+
+        /// Moves the records to the end of `records`, freeing each chunk once it is copied.
+        mutating func move(to records: inout [StoredRecord]) {
+            for index in chunks.indices {
+                records.append(contentsOf: chunks[index])
+                chunks[index] = []
+            }
+            chunks = []
+            count = 0
         }
     }
 
@@ -296,7 +338,7 @@ extension JSONFileFormat {
         /// Copies the fields of record `index` (of `records`) into the current buffer.
         mutating func add(
             _ bytes: LineParser.FieldsBytes, from base: UnsafePointer<UInt8>, forRecord index: Int,
-            of records: inout [StoredRecord]
+            of records: inout RecordChunks
         ) {
             let count = bytes.count
             if used + count > capacity {
@@ -326,7 +368,7 @@ extension JSONFileFormat {
         }
 
         /// Gives the records in the current buffer their fields, and lets the buffer go.
-        mutating func finish(_ records: inout [StoredRecord]) {
+        mutating func finish(_ records: inout RecordChunks) {
             guard let buffer else { return }
             self.buffer = nil
             let data = Data(bytesNoCopy: buffer, count: used, deallocator: .free)
