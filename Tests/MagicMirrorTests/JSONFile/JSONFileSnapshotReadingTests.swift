@@ -101,7 +101,7 @@ import Testing
     func aFileReadInPartsGivesWhatAReadInOrderGives(count: Int) throws {
         let records = Self.records(count)
         let plain = Self.snapshot(records)
-        let bounds = try JSONFileFormat.partBounds(size: plain.count, from: 0) { buffer, offset in
+        let bounds = JSONFileFormat.partBounds(size: plain.count, from: 0) { buffer, offset in
             let got = min(buffer.count, plain.count - offset)
             for index in 0..<got { buffer[index] = plain[offset + index] }
             return got

@@ -75,34 +75,36 @@ extension JSONFileFormat {
         size: Int, pieceSize: Int = snapshotPieceSize, partsFrom: Int = snapshotSizeReadInParts,
         read: @Sendable (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
     ) throws(SnapshotReadFailure) -> SnapshotContents {
-        let bounds = try partBounds(size: size, from: partsFrom, read: read)
-        guard bounds.count > 2 else {
-            var parser = SnapshotParser(readsHeader: true)
-            let end = try readPieces(into: &parser, from: 0, to: size, pieceSize: pieceSize, read: read)
-            if end == 0 { return SnapshotContents(header: (0, 0)) }
-            return SnapshotParser.join([parser.finish()])
-        }
-        let parts = BatchJSONCoding.concurrently(bounds.count - 1) { index in
-            Result { () throws(SnapshotReadFailure) -> SnapshotParser.Part in
+        let bounds = partBounds(size: size, from: partsFrom, read: read)
+        @Sendable func readPart(_ index: Int) -> Result<(part: SnapshotParser.Part, end: Int), SnapshotReadFailure> {
+            Result { () throws(SnapshotReadFailure) in
                 var parser = SnapshotParser(readsHeader: index == 0)
-                _ = try readPieces(into: &parser, from: bounds[index], to: bounds[index + 1], pieceSize: pieceSize, read: read)
-                return parser.finish()
+                let end = try readPieces(into: &parser, from: bounds[index], to: bounds[index + 1], pieceSize: pieceSize, read: read)
+                return (parser.finish(), end)
             }
         }
-        // A failure is the first in the file's order, as in a read in order.
-        var done: [SnapshotParser.Part] = []
-        for part in parts { done.append(try part.get()) }
-        return SnapshotParser.join(done)
+        let results = bounds.count > 2 ? BatchJSONCoding.concurrently(bounds.count - 1, readPart) : [readPart(0)]
+        // A failure is the first in the file's order, as in a read in order; a file that ends
+        // before its first byte (empty, or emptied once split) is an empty snapshot.
+        var parts: [SnapshotParser.Part] = []
+        for result in results {
+            let (part, end) = try result.get()
+            if parts.isEmpty, end == 0 { return SnapshotContents(header: (0, 0)) }
+            parts.append(part)
+        }
+        return SnapshotParser.join(parts)
     }
 
     /// Where the parts of a snapshot of `size` bytes begin, and its size last: `[0, size]`
     /// (one part) below `from` bytes or on one core; else one part per core, each past the
     /// first starting after the first newline at or after its share's start (a part whose
-    /// share holds no newline in its first piece joins the part before it).
+    /// share holds no newline in its first piece joins the part before it). A read that fails
+    /// there leaves the file in one part: read in order, it meets what a read in order meets
+    /// first (an unknown format in the header, a failure earlier in the file).
     static func partBounds(
         size: Int, from: Int,
         read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
-    ) throws(SnapshotReadFailure) -> [Int] {
+    ) -> [Int] {
         let cores = BatchJSONCoding.processorCount
         guard size >= from, size > 0, cores > 1 else { return [0, size] }
         let window = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 1)
@@ -111,12 +113,8 @@ extension JSONFileFormat {
         for part in 1..<cores {
             let share = size / cores * part
             guard share > bounds.last! else { continue }
-            let got: Int
-            do {
-                got = try read(UnsafeMutableRawBufferPointer(rebasing: window[0..<min(window.count, size - share)]), share)
-            } catch {
-                throw .read(error)
-            }
+            guard let got = try? read(UnsafeMutableRawBufferPointer(rebasing: window[0..<min(window.count, size - share)]), share)
+            else { return [0, size] }
             guard let newline = memchr(window.baseAddress!, 0x0A, got) else { continue }
             let start = share + (UnsafeRawPointer(newline) - UnsafeRawPointer(window.baseAddress!)) + 1
             if start < size { bounds.append(start) }

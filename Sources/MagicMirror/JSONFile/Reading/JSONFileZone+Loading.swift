@@ -117,7 +117,7 @@ extension JSONFileZone {
     }
 
     /// Opens and reads the snapshot, a piece at a time (see
-    /// ``JSONFileFormat/readSnapshot(size:pieceSize:read:)``). No snapshot is descriptor
+    /// ``JSONFileFormat/readSnapshot(size:pieceSize:partsFrom:read:)``). No snapshot is descriptor
     /// `-1` and the contents of an empty one.
     private func openSnapshot(
         _ directoryFD: Int32
