@@ -1,4 +1,6 @@
+import Foundation
 @testable import MagicMirror
+import MirrorTesting
 import Testing
 
 /// Attacks on how a mirror turns an in-place edit of its array into the records it changed
@@ -158,6 +160,37 @@ import Testing
                     break
                 }
             }
+        }
+    }
+
+    /// The same random edits through a mirror (`dataModel`'s in-place edit, several mutations
+    /// in one access), with another writer's new records arriving between them: once flushed,
+    /// the database stores exactly the records the mirror shows, and the mirror shows exactly
+    /// what the database stores.
+    @Test(arguments: 0..<3)
+    func randomEditsThroughAMirrorAreStoredExactly(batch: Int) async throws {
+        for seed in (batch * 20)..<((batch + 1) * 20) {
+            var generator = Generator(state: UInt64(1_000 + seed))
+            let database = InMemoryDatabase()
+            let mirror = try await Mirror<Chore>(database: database)
+            var log: [String] = []
+            func edit(_ array: inout RecordArray<Chore>, _ generator: inout Generator) {
+                for _ in 0..<Int.random(in: 1...5, using: &generator) { Self.mutate(&array, &generator, log: &log) }
+            }
+            for step in 0..<8 {
+                edit(&mirror.dataModel, &generator)
+                log.append("| ")
+                if Bool.random(using: &generator) {
+                    try await database.simulateSave(Chore(id: "remote\(step)", title: "r"))
+                }
+            }
+            try await mirror.flush()
+            let stored = try await storedRecords(Chore.self, in: database)
+            let shown = try await mirror.waitUntil(timeout: .seconds(60), "seed \(seed): the records stored") { array in
+                Set(array.map(\.id)).count == array.count
+                    && Dictionary(uniqueKeysWithValues: array.map { ($0.id, $0) }) == stored
+            }
+            #expect(shown.count == stored.count, "seed \(seed): \(log)")
         }
     }
 
