@@ -9,7 +9,7 @@ import Testing
 /// `malloc`, owned by nothing once the parser is dropped).
 @Suite struct SnapshotReadFailureLeakTests {
     /// The process's virtual size (`VmSize`), in bytes: a leaked buffer stays mapped.
-    private static func allocated() -> Int {
+    static func allocated() -> Int {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmSize:") }),
               let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")

@@ -89,6 +89,8 @@ import Testing
         for cut in stride(from: whole.count - 1, to: whole.count - 90, by: -1) {
             files.append(("cut at \(cut)", Array(whole[..<cut])))
         }
+        // A header that ends around the split: the first part is the header alone, or more.
+        for pad in 900...1_100 { files.append(("a header of pad \(pad)", Self.snapshot(records, pad: pad))) }
         files.append(("a long header", Self.snapshot(records, pad: 200_000)))
         files.append(("a long header line alone", Self.snapshot([], pad: 200_000)))
         files.append(("a long record at the split", Self.snapshot(Reading.records(2) + [
@@ -261,4 +263,27 @@ import Testing
             #expect(contents.records.count == 2_000 && contents.bad.isEmpty && contents.header?.sequence == 42)
         }
     }
+
+    #if canImport(Glibc)
+    /// A read in parts that fails in a later part (after the first part read its records,
+    /// and the failing part some of its own) frees every part's fields: repeated, the process
+    /// does not grow by the buffers (1 MiB each) the parts copied fields into.
+    @Test func aReadInPartsThatFailsInOnePartFreesEveryPartsFields() throws {
+        try #require(BatchJSONCoding.processorCount > 1, "one core reads a file in one part")
+        let bytes = Reading.snapshot(Reading.records(60))
+        let split = bytes.count / BatchJSONCoding.processorCount
+        let rounds = 400
+        let grown = (0..<3).map { _ in
+            let before = SnapshotReadFailureLeakTests.allocated()
+            for _ in 0..<rounds {
+                let failure = Self.failure {
+                    try Self.read(bytes, pieceSize: 256, partsFrom: 0) { $0 > split + 600 ? EIO : nil }
+                }
+                if case .read? = failure {} else { Issue.record("the read did not fail: \(String(describing: failure))") }
+            }
+            return SnapshotReadFailureLeakTests.allocated() - before
+        }.min() ?? 0
+        #expect(grown < (rounds / 2) << 20, "\(grown) bytes still mapped after \(rounds) failed reads")
+    }
+    #endif
 }
