@@ -136,13 +136,22 @@ import Testing
         // Reads past the first piece fail with EIO before the split, ENXIO from it.
         let earlierFails: @Sendable (Int) -> Int32? = { $0 >= split ? ENXIO : $0 >= 256 ? EIO : nil }
         bytes = Reading.snapshot(Reading.records(300))
+        Self.expectBothReadsFail(bytes, with: EIO, failing: earlierFails)
+    }
+
+    /// Expects a read in order and a read in parts of `bytes` (through `failing`) to fail
+    /// with the read failure `code`.
+    static func expectBothReadsFail(
+        _ bytes: [UInt8], with code: Int32, failing: @escaping @Sendable (Int) -> Int32?,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         for partsFrom in [Int.max, 0] {
-            let failure = Self.failure { try Self.read(bytes, pieceSize: 256, partsFrom: partsFrom, failing: earlierFails) }
+            let failure = Self.failure { try Self.read(bytes, pieceSize: 256, partsFrom: partsFrom, failing: failing) }
             guard case .read(let read)? = failure else {
-                Issue.record("parts from \(partsFrom): \(String(describing: failure))")
+                Issue.record("parts from \(partsFrom): \(String(describing: failure))", sourceLocation: sourceLocation)
                 continue
             }
-            #expect(read.code == EIO, "parts from \(partsFrom): the first failure in the file's order")
+            #expect(read.code == code, "parts from \(partsFrom): the first failure in the file's order", sourceLocation: sourceLocation)
         }
     }
 
@@ -155,14 +164,7 @@ import Testing
         let fails: @Sendable (Int) -> Int32? = { offset in
             offset > split + 1_000 ? ENXIO : offset > 512 && offset < split ? EIO : nil
         }
-        for partsFrom in [Int.max, 0] {
-            let failure = Self.failure { try Self.read(bytes, pieceSize: 256, partsFrom: partsFrom, failing: fails) }
-            guard case .read(let read)? = failure else {
-                Issue.record("parts from \(partsFrom): \(String(describing: failure))")
-                continue
-            }
-            #expect(read.code == EIO, "parts from \(partsFrom)")
-        }
+        Self.expectBothReadsFail(bytes, with: EIO, failing: fails)
     }
 
     /// A real file emptied (ftruncate to 0) once the split was found, before the parts read
