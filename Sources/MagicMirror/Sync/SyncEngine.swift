@@ -87,12 +87,17 @@ struct SyncEngine<Record: Recordable> {
         var newest = HLCTimestamp.zero
         do {
             let stored = set.records
-            // Creation order, the same in every process (see Views/CreationOrder.swift).
-            let order = stored.indices.sorted {
-                CreationOrder(created: stored[$0].created, id: stored[$0].id)
-                    < CreationOrder(created: stored[$1].created, id: stored[$1].id)
+            // Creation order, the same in every process (see Views/CreationOrder.swift). A
+            // zone's records usually come in that order already: then no index array is
+            // sorted (it would be alive at the peak of opening a large zone).
+            func precedes(_ left: Int, _ right: Int) -> Bool {
+                CreationOrder(created: stored[left].created, id: stored[left].id)
+                    < CreationOrder(created: stored[right].created, id: stored[right].id)
             }
-            for index in order {
+            let inOrder = stored.indices.dropFirst().allSatisfy { precedes($0 - 1, $0) }
+            let order = inOrder ? nil : stored.indices.sorted(by: precedes)
+            for position in stored.indices {
+                let index = order?[position] ?? position
                 let record = stored[index]
                 if record.modified > newest { newest = record.modified }
                 guard !record.isDeleted else { continue }
