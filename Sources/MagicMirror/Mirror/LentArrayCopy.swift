@@ -19,31 +19,30 @@ final class LentArrayCopy<Record: Recordable>: Sendable {
     /// A lent array's state after one of its mutations.
     struct Kept: Sendable {
         let elements: [Record]
-        let log: RecordPositions.ChangeLog?
-        /// The before-images of `log.touched`, at the same positions.
+        /// The ids its log touched, and their before-images at the same positions.
+        let touched: [String]
         let before: [Record?]
     }
 
-    private enum State {
-        case open(Kept?)
-        case closed
+    /// The copy kept; once closed, nothing, for good.
+    private struct State {
+        var kept: Kept?
+        var isClosed = false
     }
 
-    private let state = Mutex(State.open(nil))
+    private let state = Mutex(State())
 
     init() {}
 
     /// Lets go of the copy: the array is about to be mutated.
     func takeBack() {
-        state.withLock { state in
-            if case .open = state { state = .open(nil) }
-        }
+        state.withLock { $0.kept = nil }
     }
 
     /// Keeps `kept`, the array's state after a mutation, until the next one.
     func keep(_ kept: Kept) {
         state.withLock { state in
-            if case .open = state { state = .open(kept) }
+            if !state.isClosed { state.kept = kept }
         }
     }
 
@@ -51,9 +50,8 @@ final class LentArrayCopy<Record: Recordable>: Sendable {
     @discardableResult
     func close() -> Kept? {
         state.withLock { state in
-            defer { state = .closed }
-            guard case .open(let kept) = state else { return nil }
-            return kept
+            defer { state = State(kept: nil, isClosed: true) }
+            return state.kept
         }
     }
 }

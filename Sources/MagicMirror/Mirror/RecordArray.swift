@@ -443,7 +443,7 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
 
     /// Leaves a copy of the records and the log with the mirror the array is lent to.
     private func leaveCopy() {
-        lend?.keep(LentArrayCopy.Kept(elements: elements, log: tracking?.log, before: before))
+        lend?.keep(LentArrayCopy.Kept(elements: elements, touched: tracking?.log?.touched ?? [], before: before))
     }
 
     /// The position of the record with the given id; repairs stale index entries.

@@ -261,8 +261,8 @@ import Testing
     /// the edit; nothing after, whatever a copy of the array that outlived the edit does.
     @Test func aLentArrayCopyKeepsTheLastCopyUntilClosed() {
         let copy = LentArrayCopy<Chore>()
-        let first = LentArrayCopy<Chore>.Kept(elements: [Self.a], log: nil, before: [])
-        let second = LentArrayCopy<Chore>.Kept(elements: [Self.b], log: nil, before: [])
+        let first = LentArrayCopy<Chore>.Kept(elements: [Self.a], touched: [], before: [])
+        let second = LentArrayCopy<Chore>.Kept(elements: [Self.b], touched: [], before: [])
         copy.keep(first)
         copy.takeBack()
         copy.keep(second)
