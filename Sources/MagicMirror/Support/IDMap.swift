@@ -201,17 +201,6 @@ package struct IDMap<Value>: Sequence {
         if Self.slotCount(for: target) > slots.count { rehash(slotCount: Self.slotCount(for: target)) }
     }
 
-    /// A map of the same ids, in the same order, with `values` (one per id, in that order)
-    /// instead of this map's: the ids and the table are shared, not built again.
-    package func withValues<Other>(_ values: [Other]) -> IDMap<Other> {
-        precondition(values.count == ids.count, "one value per id")
-        var map = IDMap<Other>()
-        map.ids = ids
-        map.entries = values
-        map.slots = slots
-        return map
-    }
-
     /// Whether both hold their entries in the same storage: one is a copy of the other
     /// that neither has changed since (copy on write).
     package func sharesStorage(with other: IDMap) -> Bool {

@@ -70,22 +70,6 @@ import Testing
         #expect(empty.isEmpty && empty["a"] == nil)
     }
 
-    @Test func aMapWithOtherValuesSharesTheIdsAndEachChangesAlone() throws {
-        let ids = (0..<500).map(Self.id)
-        let positions = try #require(IDMap(ids: ids, values: Array(ids.indices)))
-        var names = positions.withValues(ids.map { "name \($0)" })
-        #expect(names.count == 500)
-        for (index, id) in ids.enumerated() {
-            #expect(names[id] == "name \(id)")
-            #expect(positions[id] == index)
-        }
-        #expect(names.sharesStorage(with: positions.withValues(ids)), "the same ids, not a copy")
-        names[Self.id(7)] = nil
-        names["new"] = "new"
-        #expect(names.count == 500 && names[Self.id(7)] == nil && names["new"] == "new")
-        #expect(positions.count == 500 && positions[Self.id(7)] == 7 && positions["new"] == nil, "left as it was")
-    }
-
     @Test func aMapIsNotBuiltFromArraysThatListAnIdTwice() {
         #expect(IDMap(ids: ["a", "b", "a"], values: [1, 2, 3]) == nil)
         // The same bytes: "é" precomposed twice; decomposed "é" is another id.
