@@ -162,7 +162,7 @@ package enum BatchJSONCoding {
             if offset == 64 {
                 // Room for the rest at the first values' size, so the buffer is not grown
                 // (copied and faulted in again) by doubling.
-                output.bytes.reserveCapacity(output.count / 64 * (values.count + values.count / 8))
+                output.reserveCapacity(output.count / 64 * (values.count + values.count / 8))
             }
             if (try? batch.encode(value, appendingTo: &output)) != nil {
                 ends.append(output.count)
@@ -171,7 +171,7 @@ package enum BatchJSONCoding {
                 others[offset] = Result { try encoder.encode(value) }
             }
         }
-        let buffer = Data(output.bytes)
+        let buffer = output.data()
         var start = 0
         return ends.enumerated().map { offset, end in
             guard let end else { return others[offset]! }
