@@ -140,12 +140,6 @@ package struct ZoneState: Sendable {
         token.generation = generation
     }
 
-    /// The outcome of a commit that stored a record for each of its operations, `stored`,
-    /// as commit `token`: each record applied, as stored.
-    package static func outcome(applying stored: [StoredRecord], token: ChangeToken) -> CommitOutcome {
-        CommitOutcome(results: stored.map { .applied($0) }, token: token)
-    }
-
     /// The outcome of a commit that applied `produced` from `operations`.
     package func outcome(for prepared: [StoredRecord?], of operations: [RecordOperation]) -> CommitOutcome {
         var results: [CommitOutcome.Result] = []

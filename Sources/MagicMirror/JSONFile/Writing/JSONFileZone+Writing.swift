@@ -101,10 +101,11 @@ extension JSONFileZone {
                     durable = durable || accepted[index].durable
                 }
                 var writeError: MirrorError?
-                /// What each writing commit returns and tells subscribers once applied,
-                /// made while a large append is written and flushed, on the other core
-                /// (for a small one, handing work to another thread costs more than it saves).
-                var ready: [Int: (outcome: CommitOutcome, notifications: [RemoteNotification])] = [:]
+                /// The state with every commit of the batch applied, and their results,
+                /// made on the other core while a large append is written and flushed (for
+                /// a small one, handing work to another thread costs more than it saves);
+                /// used only when the append succeeds.
+                var appliedAlongside: (state: ZoneState, applied: AppliedPlans)?
                 if lines.count > 0 {
                     // Consumed, so that sealing writes into the only reference to the bytes
                     // rather than a copy of them.
@@ -116,10 +117,16 @@ extension JSONFileZone {
                             writeError = error
                         }
                     }
-                    if storedCount >= JSONFileFormat.linesBuiltInParallel {
-                        let generation = memory.withLock { $0.token.generation }
-                        ready = BatchJSONCoding.run(write) {
-                            readyResults(of: plans, generation: generation, writer: writerID)
+                    // Applied to a copy of the state, which costs a copy of its table: worth
+                    // it while the table is no larger than what the batch adds to it.
+                    if storedCount >= JSONFileFormat.linesBuiltInParallel,
+                       memory.withLock({ $0.records.count }) <= storedCount
+                    {
+                        let requests = accepted
+                        appliedAlongside = BatchJSONCoding.run(write) {
+                            var state = memory.withLock { $0 }
+                            let applied = apply(plans, of: requests, to: &state, writer: writerID)
+                            return (state, applied)
                         }
                     } else {
                         write()
@@ -139,29 +146,17 @@ extension JSONFileZone {
 
                 // Apply what was written, in order.
                 memory.withLock { state in
-                    for (index, plan) in plans.enumerated() {
-                        let operations = accepted[index].operations
-                        switch plan {
-                        case .conflict(let outcome):
-                            results[index] = .success(outcome)
-                        case .unchanged(let prepared):
-                            results[index] = .success(state.outcome(for: prepared, of: operations))
-                        case .write(let prepared, let changed, let sequence):
-                            if let writeError {
-                                results[index] = .failure(writeError.adding(recordIDs: operations.map(\.recordID)))
-                                continue
-                            }
-                            state.apply(changed, sequence: sequence)
-                            if let (outcome, told) = ready[index] {
-                                results[index] = .success(outcome)
-                                notifications += told
-                                continue
-                            }
-                            results[index] = .success(state.outcome(for: prepared, of: operations))
-                            notifications += state.notifications(
-                                for: changed, databaseIdentifier: context.identifier, zone: zone, writer: writerID)
-                        }
+                    let applied: AppliedPlans
+                    if let writeError {
+                        applied = failing(plans, of: accepted, with: writeError, in: state)
+                    } else if let (next, made) = appliedAlongside.take() {
+                        state = next
+                        applied = made
+                    } else {
+                        applied = apply(plans, of: accepted, to: &state, writer: writerID)
                     }
+                    results = applied.results
+                    notifications += applied.notifications
                 }
                 let threshold = accepted.map(\.compactionThreshold).min() ?? Int.max
                 if disk.journalEnd > max(disk.snapshot?.size ?? 0, threshold) {
@@ -183,32 +178,50 @@ extension JSONFileZone {
         return (results, leftover)
     }
 
-    /// The outcome and notifications of each writing commit of `plans` that stores a record
-    /// for every operation (no retry: its outcome needs nothing from the state), by the
-    /// commit's index, as they will be once it is applied; and room in the state's table
-    /// for every record they store.
-    ///
-    /// Made while the append is written and flushed, when the other core has nothing to do
-    /// (for a 100,000-record commit, a tenth of its time on one core once the append is
-    /// done), and used only when the append succeeds.
-    private func readyResults(
-        of plans: [Plan], generation: Int, writer: String
-    ) -> [Int: (outcome: CommitOutcome, notifications: [RemoteNotification])] {
-        var ready: [Int: (outcome: CommitOutcome, notifications: [RemoteNotification])] = [:]
-        var stored = 0
+    /// The results of a batch's commits once applied, and the notifications they make.
+    struct AppliedPlans {
+        var results: [Result<CommitOutcome, MirrorError>]
+        var notifications: [RemoteNotification]
+    }
+
+    /// Applies the commits of a written batch to `state`, in order, with what each returns
+    /// and tells subscribers.
+    private func apply(
+        _ plans: [Plan], of requests: [CommitRequest], to state: inout ZoneState, writer: String
+    ) -> AppliedPlans {
+        var applied = AppliedPlans(results: [], notifications: [])
+        applied.results.reserveCapacity(plans.count)
         for (index, plan) in plans.enumerated() {
-            guard case .write(let prepared, let changed, let sequence) = plan else { continue }
-            stored += changed.count
-            guard changed.count == prepared.count else { continue }
-            let token = ChangeToken(generation: generation, sequence: sequence)
-            ready[index] = (
-                ZoneState.outcome(applying: changed, token: token),
-                RemoteNotification.grouping(
-                    changed, databaseIdentifier: context.identifier, zone: zone, token: token, writer: writer)
-            )
+            let operations = requests[index].operations
+            switch plan {
+            case .conflict(let outcome):
+                applied.results.append(.success(outcome))
+            case .unchanged(let prepared):
+                applied.results.append(.success(state.outcome(for: prepared, of: operations)))
+            case .write(let prepared, let changed, let sequence):
+                state.apply(changed, sequence: sequence)
+                applied.results.append(.success(state.outcome(for: prepared, of: operations)))
+                applied.notifications += state.notifications(
+                    for: changed, databaseIdentifier: context.identifier, zone: zone, writer: writer)
+            }
         }
-        memory.withLock { state in state.reserveCapacity(state.records.count + stored) }
-        return ready
+        return applied
+    }
+
+    /// The results of a batch whose append failed with `error`: its writing commits fail,
+    /// the others are answered from `state`, which is left as it was.
+    private func failing(
+        _ plans: [Plan], of requests: [CommitRequest], with error: MirrorError, in state: ZoneState
+    ) -> AppliedPlans {
+        let results = plans.enumerated().map { index, plan -> Result<CommitOutcome, MirrorError> in
+            let operations = requests[index].operations
+            switch plan {
+            case .conflict(let outcome): return .success(outcome)
+            case .unchanged(let prepared): return .success(state.outcome(for: prepared, of: operations))
+            case .write: return .failure(error.adding(recordIDs: operations.map(\.recordID)))
+            }
+        }
+        return AppliedPlans(results: results, notifications: [])
     }
 
     /// Appends `parts`, one after the other, to the journal (creating it if needed) and
