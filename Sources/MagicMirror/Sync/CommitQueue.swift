@@ -210,7 +210,8 @@ struct CommitQueue<Record: Recordable>: Sendable {
             }
             stored.append((entry, record))
         }
-        requeueAtFront(strays(of: batch))
+        // With a result for every operation, every entry left the flight above.
+        if results.count < batch.count { requeueAtFront(strays(of: batch)) }
         backoff.succeeded()
         if case .isolating(let remaining) = batchSize, remaining > 1 {
             batchSize = .isolating(remaining: remaining - 1)

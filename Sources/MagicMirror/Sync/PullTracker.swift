@@ -161,10 +161,13 @@ struct PullTracker<Record: Recordable>: Sendable {
         heldBack[record.id] = HeldBack(record: record, value: value)
     }
 
+    /// Whether some remote version is held back (usually not: then no record needs looking up).
+    var hasHeldBack: Bool { !heldBack.isEmpty }
+
     /// Takes the remote version held back for `id`, if it is still the latest stored one
     /// (the mirror's own commit may have superseded it).
     mutating func takeHeldBack(_ id: String) -> HeldBack? {
-        guard let held = heldBack.removeValue(forKey: id), storedRecords[id]?.version == held.record.version else {
+        guard hasHeldBack, let held = heldBack.removeValue(forKey: id), storedRecords[id]?.version == held.record.version else {
             return nil
         }
         return held

@@ -163,7 +163,7 @@ struct SyncEngine<Record: Recordable> {
     /// Once no local change of a record is left, shows the remote version pulled while one
     /// was, unless something newer (the mirror's own commit) superseded it.
     mutating func revealHeldBack(_ id: String) {
-        guard !queue.hasChange(for: id), let held = pull.takeHeldBack(id) else { return }
+        guard pull.hasHeldBack, !queue.hasChange(for: id), let held = pull.takeHeldBack(id) else { return }
         switch held.value {
         case nil:
             show(id, nil, origin: .remote, state: .committed)

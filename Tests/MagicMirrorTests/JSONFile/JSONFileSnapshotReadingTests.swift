@@ -1,5 +1,6 @@
 import Foundation
 @testable import MagicMirror
+import Synchronization
 import Testing
 
 /// Reading a snapshot a piece at a time (`JSONFileFormat.readSnapshot`): whatever the
@@ -38,9 +39,11 @@ import Testing
         return writer.bytes
     }
 
-    /// Reads `bytes` in pieces of `pieceSize`.
-    static func read(_ bytes: [UInt8], pieceSize: Int) throws -> Contents {
-        try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: pieceSize) { buffer, offset in
+    /// Reads `bytes` in pieces of `pieceSize`, in parallel parts from `partsFrom` bytes.
+    static func read(
+        _ bytes: [UInt8], pieceSize: Int, partsFrom: Int = JSONFileFormat.snapshotSizeReadInParts
+    ) throws -> Contents {
+        try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: pieceSize, partsFrom: partsFrom) { buffer, offset in
             let count = min(buffer.count, bytes.count - offset)
             for index in 0..<count { buffer[index] = bytes[offset + index] }
             return count
@@ -91,6 +94,64 @@ import Testing
         #expect(contents.bad.first?.bytes == Array("{\"id\":\"bad\",\"version\":oops},\n".utf8))
     }
 
+    /// A file read in parallel parts (one per core, each from a line's start) gives what a
+    /// read in order gives, whatever the records, the bad lines (one of them where the file
+    /// is split) and the piece size; each part but the first starts just after a newline.
+    @Test(arguments: [2, 7, 40, 300])
+    func aFileReadInPartsGivesWhatAReadInOrderGives(count: Int) throws {
+        let records = Self.records(count)
+        let plain = Self.snapshot(records)
+        let bounds = try JSONFileFormat.partBounds(size: plain.count, from: 0) { buffer, offset in
+            let got = min(buffer.count, plain.count - offset)
+            for index in 0..<got { buffer[index] = plain[offset + index] }
+            return got
+        }
+        let cores = BatchJSONCoding.processorCount
+        #expect(bounds.first == 0 && bounds.last == plain.count && bounds.count <= cores + 1)
+        if cores > 1 { #expect(bounds.count > 2, "a file of \(count) records is read in parts") }
+        #expect(bounds.dropFirst().dropLast().allSatisfy { plain[$0 - 1] == 0x0A })
+        // The record whose line holds the first split, and the first and last records.
+        let split = bounds.count > 2 ? bounds[1] : plain.count / 2
+        let lineAtSplit = (0..<count).first { (try? Self.offset(of: #"{"id":"r\#($0)""#, in: plain)) ?? 0 >= split } ?? 0
+        for damaged in [Set<Int>(), [0, lineAtSplit, count - 1], [max(0, lineAtSplit - 1)]] {
+            let bytes = Self.snapshot(records, damaged: damaged)
+            let inOrder = try Self.read(bytes, pieceSize: bytes.count, partsFrom: .max)
+            #expect(inOrder.records.count == count - damaged.count)
+            for pieceSize in [64, 4_096, 1 << 20] {
+                let inParts = try Self.read(bytes, pieceSize: pieceSize, partsFrom: 0)
+                #expect(Self.same(inParts, inOrder), "damaged \(damaged), piece size \(pieceSize)")
+            }
+        }
+    }
+
+    /// Read in parts, a read that fails in a later part fails the whole read with its
+    /// error, and an unknown format in the header stops it as a read in order does.
+    @Test func aFailureInAnyPartFailsTheRead() throws {
+        let bytes = Self.snapshot(Self.records(300))
+        let laterPart = bytes.count / 2 + 1
+        #expect {
+            try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: 256, partsFrom: 0) { buffer, offset throws(FileSystem.Failure) in
+                if offset > laterPart { throw FileSystem.Failure(operation: .open, code: EIO) }
+                let count = min(buffer.count, bytes.count - offset)
+                for index in 0..<count { buffer[index] = bytes[offset + index] }
+                return count
+            }
+        } throws: { error in
+            guard case .read(let failure)? = error as? JSONFileFormat.SnapshotReadFailure else { return false }
+            return failure.code == EIO
+        }
+        var unknown = bytes
+        let format = Array(#""format":1"#.utf8)
+        let at = try #require((0..<64).first { Array(unknown[$0..<($0 + format.count)]) == format })
+        unknown[at + format.count - 1] = UInt8(ascii: "9")
+        #expect {
+            try Self.read(unknown, pieceSize: 256, partsFrom: 0)
+        } throws: { error in
+            guard case .problem(.unsupportedFormat(9))? = error as? JSONFileFormat.SnapshotReadFailure else { return false }
+            return true
+        }
+    }
+
     /// A file that grows while it is read (bytes appended after the first piece) is read
     /// as it was when opened: what lies past its size then is not read.
     @Test func aFileThatGrowsWhileReadIsReadAsItWasOpened() throws {
@@ -124,17 +185,16 @@ import Testing
     /// Writes `bytes` to a file and reads it in pieces through its descriptor, calling
     /// `change` with the descriptor after the first piece was read.
     private func readChanging(
-        _ bytes: [UInt8], in directory: TemporaryDirectory, pieceSize: Int, change: (Int32) -> Void
+        _ bytes: [UInt8], in directory: TemporaryDirectory, pieceSize: Int, change: @Sendable (Int32) -> Void
     ) throws -> Contents {
         let url = directory.url.appendingPathComponent("snapshot.json")
         try Data(bytes).write(to: url)
         let fd = open(url.path, O_RDWR)
         try #require(fd >= 0)
         defer { close(fd) }
-        var reads = 0
+        let reads = ReadCounter()
         return try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: pieceSize) { buffer, offset throws(FileSystem.Failure) in
-            reads += 1
-            if reads == 2 { change(fd) }
+            if reads.next() == 2 { change(fd) }
             return try JSONFileIO.read(fd, into: buffer, at: offset)
         }
     }
@@ -143,11 +203,10 @@ import Testing
     /// format stops it at the header; an empty file is an empty snapshot of generation 0.
     @Test func aFailedReadAnUnknownFormatAndAnEmptyFile() throws {
         let bytes = Self.snapshot(Self.records(30))
-        var reads = 0
+        let reads = ReadCounter()
         #expect {
             try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: 100) { buffer, offset throws(FileSystem.Failure) in
-                reads += 1
-                if reads == 3 { throw FileSystem.Failure(operation: .open, code: EIO) }
+                if reads.next() == 3 { throw FileSystem.Failure(operation: .open, code: EIO) }
                 let count = min(buffer.count, bytes.count - offset)
                 for index in 0..<count { buffer[index] = bytes[offset + index] }
                 return count
@@ -156,7 +215,7 @@ import Testing
             guard case .read(let failure)? = error as? JSONFileFormat.SnapshotReadFailure else { return false }
             return failure.code == EIO
         }
-        #expect(reads == 3)
+        #expect(reads.count == 3)
 
         var future = Array(#"{"format":99,"generation":1,"sequence":1,"count":0,"records":["#.utf8)
         future += Array("\n]}\n".utf8)
@@ -234,4 +293,14 @@ import Testing
         let quarantined = try kept.first.map { try Data(contentsOf: zoneDirectory.appendingPathComponent($0)) }
         #expect(quarantined == Data(damaged.utf8))
     }
+}
+
+/// Counts the reads of a snapshot (whose reading function may be called from several
+/// threads).
+final class ReadCounter: Sendable {
+    private let state = Mutex(0)
+    /// The number of reads so far.
+    var count: Int { state.withLock { $0 } }
+    /// Counts one more read and returns the count.
+    func next() -> Int { state.withLock { $0 += 1; return $0 } }
 }

@@ -25,10 +25,9 @@ import Testing
         let grown = (0..<3).map { _ in
             let before = Self.allocated()
             for _ in 0..<rounds {
-                var reads = 0
+                let reads = ReadCounter()
                 _ = try? JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: 256) { buffer, offset throws(FileSystem.Failure) in
-                    reads += 1
-                    if reads == 3 { throw FileSystem.Failure(operation: .open, code: EIO) }
+                    if reads.next() == 3 { throw FileSystem.Failure(operation: .open, code: EIO) }
                     let count = min(buffer.count, bytes.count - offset)
                     for index in 0..<count { buffer[index] = bytes[offset + index] }
                     return count

@@ -88,4 +88,38 @@ private struct Picky: Encodable {
             #expect(BatchJSONCoding.splitArray(Data(bad.utf8)) == nil, "\(bad)")
         }
     }
+
+    @Test(arguments: [0, 1, 500, 2 * BatchJSONCoding.recordsPerParallelPart - 1])
+    func aSmallCountIsOnePartOnTheCallingThread(count: Int) {
+        let caller = pthread_self()
+        let parts = BatchJSONCoding.inParallelRanges(count) { range in
+            (range, pthread_equal(pthread_self(), caller) != 0)
+        }
+        #expect(parts.count == 1)
+        #expect(parts.first?.0 == 0..<count)
+        #expect(parts.first?.1 == true)
+    }
+
+    @Test(arguments: [2 * BatchJSONCoding.recordsPerParallelPart, 100_000])
+    func aLargeCountIsOnePartPerCoreCoveringEveryIndexInOrder(count: Int) {
+        let parts = BatchJSONCoding.inParallelRanges(count) { $0 }
+        let cores = BatchJSONCoding.processorCount
+        #expect(parts.count == (cores > 1 ? min(cores, count / BatchJSONCoding.recordsPerParallelPart) : 1))
+        #expect(parts.first?.lowerBound == 0)
+        #expect(parts.last?.upperBound == count)
+        #expect(zip(parts, parts.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound && !$0.isEmpty })
+        #expect(BatchJSONCoding.processorCount == max(1, ProcessInfo.processInfo.activeProcessorCount))
+    }
+
+    /// Each element is computed on its own thread at once: two that each wait for the other
+    /// both finish (computed one after the other, the first would wait out its timeout).
+    @Test(.enabled(if: BatchJSONCoding.processorCount > 1))
+    func concurrentlyComputesTheElementsAtOnce() {
+        let started = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+        let results = BatchJSONCoding.concurrently(2) { index in
+            started[index].signal()
+            return started[1 - index].wait(timeout: .now() + 30) == .success ? index : -1
+        }
+        #expect(results == [0, 1])
+    }
 }

@@ -136,6 +136,23 @@ import Testing
         #expect(second.map(\.value?.title) == ["2"])
     }
 
+    /// An outcome with fewer results than the batch has operations (a database that
+    /// answered for some only) leaves the others to be sent again, first; with a result for
+    /// each, nothing is left in flight.
+    @Test func entriesWithoutAResultAreSentAgainFirst() {
+        var queue = CommitQueue<Chore>(maximumBatchSize: 3)
+        for id in ["a", "b", "c", "d"] { _ = add(&queue, id, chore(id)) }
+        let batch = sent(queue.next(now: now))
+        #expect(batch.map(\.recordID) == ["a", "b", "c"])
+        let stored = queue.applied(batch, results: [.applied(stored("a", version: 1))])
+        #expect(stored.map(\.1.id) == ["a"])
+        #expect(queue.inFlight.isEmpty)
+        let again = sent(queue.next(now: now))
+        #expect(again.map(\.recordID) == ["b", "c", "d"])
+        _ = queue.applied(again, results: applied(again))
+        #expect(queue.inFlight.isEmpty && queue.isEmpty)
+    }
+
     @Test func aTransientFailureIsRetriedAfterABackoff() {
         let configuration = MirrorConfiguration(retryDelay: .seconds(1), maximumRetryDelay: .seconds(4))
         var queue = CommitQueue<Chore>(maximumBatchSize: 10)

@@ -47,7 +47,16 @@ extension JSONFileFormat {
         }
     }
 
+    /// From this size on, a snapshot is read in parallel parts (one per core): its lines are
+    /// independent, and reading one is most of the time of opening a large zone that the
+    /// decoding of its records, already in parallel, does not take.
+    static let snapshotSizeReadInParts = 4 << 20
+
     /// Reads a snapshot piece by piece; an empty file is an empty snapshot of generation 0.
+    ///
+    /// A large file (``snapshotSizeReadInParts``) is read in one part per core, each from a
+    /// line's start, in parallel; the parts' records and bad lines are joined in the file's
+    /// order, so the result is the one a read in order gives.
     ///
     /// - Parameters:
     ///   - size: The file's size when it was opened. Bytes past it are not read, so a file
@@ -55,23 +64,82 @@ extension JSONFileFormat {
     ///     its end, as a whole read of it would have been.
     ///   - pieceSize: How many bytes to read at a time (``snapshotPieceSize``; tests use
     ///     tiny pieces). A line longer than a piece is read whole all the same.
+    ///   - partsFrom: The size from which the file is read in parallel parts (tests use a
+    ///     small one).
     ///   - read: Reads the file's bytes from an offset into a buffer, filling it unless the
-    ///     file ends first, and returns how many it read.
+    ///     file ends first, and returns how many it read. Called from several threads at once
+    ///     for a file read in parts.
     /// - Throws: ``SnapshotReadFailure/read(_:)`` when `read` fails,
     ///   ``SnapshotReadFailure/problem(_:)`` for an unknown format version.
     static func readSnapshot(
-        size: Int, pieceSize: Int = snapshotPieceSize,
-        read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
+        size: Int, pieceSize: Int = snapshotPieceSize, partsFrom: Int = snapshotSizeReadInParts,
+        read: @Sendable (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
     ) throws(SnapshotReadFailure) -> SnapshotContents {
-        var parser = SnapshotParser(size: size)
+        let bounds = try partBounds(size: size, from: partsFrom, read: read)
+        guard bounds.count > 2 else {
+            var parser = SnapshotParser(readsHeader: true)
+            let end = try readPieces(into: &parser, from: 0, to: size, pieceSize: pieceSize, read: read)
+            if end == 0 { return SnapshotContents(header: (0, 0)) }
+            return SnapshotParser.join([parser.finish()])
+        }
+        let parts = BatchJSONCoding.concurrently(bounds.count - 1) { index in
+            Result { () throws(SnapshotReadFailure) -> SnapshotParser.Part in
+                var parser = SnapshotParser(readsHeader: index == 0)
+                _ = try readPieces(into: &parser, from: bounds[index], to: bounds[index + 1], pieceSize: pieceSize, read: read)
+                return parser.finish()
+            }
+        }
+        // A failure is the first in the file's order, as in a read in order.
+        var done: [SnapshotParser.Part] = []
+        for part in parts { done.append(try part.get()) }
+        return SnapshotParser.join(done)
+    }
+
+    /// Where the parts of a snapshot of `size` bytes begin, and its size last: `[0, size]`
+    /// (one part) below `from` bytes or on one core; else one part per core, each past the
+    /// first starting after the first newline at or after its share's start (a part whose
+    /// share holds no newline in its first piece joins the part before it).
+    static func partBounds(
+        size: Int, from: Int,
+        read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
+    ) throws(SnapshotReadFailure) -> [Int] {
+        let cores = BatchJSONCoding.processorCount
+        guard size >= from, size > 0, cores > 1 else { return [0, size] }
+        let window = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 1)
+        defer { window.deallocate() }
+        var bounds = [0]
+        for part in 1..<cores {
+            let share = size / cores * part
+            guard share > bounds.last! else { continue }
+            let got: Int
+            do {
+                got = try read(UnsafeMutableRawBufferPointer(rebasing: window[0..<min(window.count, size - share)]), share)
+            } catch {
+                throw .read(error)
+            }
+            guard let newline = memchr(window.baseAddress!, 0x0A, got) else { continue }
+            let start = share + (UnsafeRawPointer(newline) - UnsafeRawPointer(window.baseAddress!)) + 1
+            if start < size { bounds.append(start) }
+        }
+        bounds.append(size)
+        return bounds
+    }
+
+    /// Reads the lines of the file's bytes `start..<end` into `parser`, a piece at a time.
+    ///
+    /// - Returns: Where the bytes read ended: `end`, or sooner when the file ends first.
+    private static func readPieces(
+        into parser: inout SnapshotParser, from start: Int, to end: Int, pieceSize: Int,
+        read: (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
+    ) throws(SnapshotReadFailure) -> Int {
         var finished = false
         // A read that stops early lets go of the fields copied so far.
         defer { if !finished { parser.discard() } }
         var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(pieceSize, 1), alignment: 1)
         defer { buffer.deallocate() }
-        var offset = 0  // the file offset of the buffer's first byte
+        var offset = start  // the file offset of the buffer's first byte
         var filled = 0
-        var end = size
+        var end = end
         while true {
             let wanted = min(buffer.count - filled, end - offset - filled)
             if wanted > 0 {
@@ -106,7 +174,7 @@ extension JSONFileFormat {
             }
         }
         finished = true
-        return parser.finish(isEmpty: end == 0)
+        return end
     }
 
     /// The generation of a zone whose snapshot is missing or has no readable header: the
@@ -122,15 +190,24 @@ extension JSONFileFormat {
 
     /// Builds a snapshot's contents from its bytes, given a piece at a time.
     private struct SnapshotParser {
-        private var contents = SnapshotContents()
+        /// What the bytes of a part of the file held.
+        struct Part {
+            var header: (generation: Int, sequence: Int)?
+            var records: RecordChunks
+            var bad: [(offset: Int, bytes: [UInt8])]
+        }
+
+        private var header: (generation: Int, sequence: Int)?
+        private var records = RecordChunks()
+        private var bad: [(offset: Int, bytes: [UInt8])] = []
         private var parser = LineParser()
         private var fields = FieldsPool()
         private var lineNumber = 0
-        /// The file's size, which bounds how many records it can hold.
-        private let size: Int
 
-        init(size: Int) {
-            self.size = size
+        /// - Parameter readsHeader: Whether the bytes start at the file's start, with the
+        ///   header line (else they start at a record line of a file read in parts).
+        init(readsHeader: Bool) {
+            lineNumber = readsHeader ? 0 : 1
         }
 
         /// Decodes the complete lines of `base[0..<count]`, which starts at byte `offset`
@@ -157,14 +234,12 @@ extension JSONFileFormat {
                 lineNumber += 1
                 if lineNumber == 1 {
                     switch parseSnapshotHeader(base, start: start, end: newline) {
-                    case .header(let generation, let sequence, let count):
-                        contents.header = (generation, sequence)
-                        // Room for the records the header counts (which compaction writes),
-                        // no more than the file can hold: not the up to twice as much that
-                        // growing by appending leaves, kept by the zone's table.
-                        if let count { contents.records.reserveCapacity(min(count, size / Self.shortestRecordLine)) }
+                    case .header(let generation, let sequence, _):
+                        // The header's count (which compaction writes) is not needed: the
+                        // records array is made once all are read, with room for them alone.
+                        header = (generation, sequence)
                     case .unsupported(let format): throw .unsupportedFormat(format)
-                    case .invalid: contents.bad.append(bad())
+                    case .invalid: self.bad.append(bad())
                     }
                     continue
                 }
@@ -177,10 +252,10 @@ extension JSONFileFormat {
                 }
                 if last > start, base[last - 1] == UInt8(ascii: ",") { last -= 1 }
                 if let (record, bytes) = parser.parseSnapshotRecord(base, start: start, end: last) {
-                    contents.records.append(record)
-                    fields.add(bytes, from: base, forRecord: contents.records.count - 1, of: &contents.records)
+                    records.append(record)
+                    fields.add(bytes, from: base, forRecord: records.count - 1, of: &records)
                 } else {
-                    contents.bad.append(bad())
+                    self.bad.append(bad())
                 }
             }
             return count
@@ -191,17 +266,59 @@ extension JSONFileFormat {
             fields.discard()
         }
 
-        /// Fewer bytes than any record line has (`{"id":"a","version":1,...}` and newline).
-        private static let shortestRecordLine = 24
-
         /// What the pieces held.
-        ///
-        /// - Parameter isEmpty: Whether the file was empty: an empty snapshot of generation 0.
-        mutating func finish(isEmpty: Bool) -> SnapshotContents {
-            if isEmpty { return SnapshotContents(header: (0, 0)) }
-            fields.finish(&contents.records)
-            defer { contents = SnapshotContents() }
+        mutating func finish() -> Part {
+            fields.finish(&records)
+            defer { self = SnapshotParser(readsHeader: false) }
+            return Part(header: header, records: records, bad: bad)
+        }
+
+        /// The contents of a file from its parts, in the file's order: the records in one
+        /// array with room for them alone, filled a chunk at a time.
+        static func join(_ parts: [Part]) -> SnapshotContents {
+            var contents = SnapshotContents(header: parts.first?.header)
+            contents.records.reserveCapacity(parts.reduce(0) { $0 + $1.records.count })
+            for var part in parts {
+                part.records.move(to: &contents.records)
+                contents.bad.append(contentsOf: part.bad)
+            }
             return contents
+        }
+    }
+
+    /// Records as they are read, in arrays of at most ``chunkSize``: one array per part of a
+    /// file read in parts would be copied into the whole file's array and freed, and freeing
+    /// a block that large makes the C library keep smaller ones (under it) mapped once freed,
+    /// which raised the peak memory of opening 100,000 records by 3 MiB. A chunk is smaller
+    /// than the blocks the library maps on their own (128 KiB).
+    private struct RecordChunks {
+        static let chunkSize = 1_024
+        private var chunks: [[StoredRecord]] = []
+        private(set) var count = 0
+
+        mutating func append(_ record: StoredRecord) {
+            if chunks.last.map({ $0.count == Self.chunkSize }) ?? true {
+                chunks.append([])
+                chunks[chunks.count - 1].reserveCapacity(Self.chunkSize)
+            }
+            chunks[chunks.count - 1].append(record)
+            count += 1
+        }
+
+        /// The `index`th record appended.
+        subscript(index: Int) -> StoredRecord {
+            get { chunks[index / Self.chunkSize][index % Self.chunkSize] }
+            _modify { yield &chunks[index / Self.chunkSize][index % Self.chunkSize] }
+        }
+
+        /// Moves the records to the end of `records`, freeing each chunk once it is copied.
+        mutating func move(to records: inout [StoredRecord]) {
+            for index in chunks.indices {
+                records.append(contentsOf: chunks[index])
+                chunks[index] = []
+            }
+            chunks = []
+            count = 0
         }
     }
 
@@ -221,7 +338,7 @@ extension JSONFileFormat {
         /// Copies the fields of record `index` (of `records`) into the current buffer.
         mutating func add(
             _ bytes: LineParser.FieldsBytes, from base: UnsafePointer<UInt8>, forRecord index: Int,
-            of records: inout [StoredRecord]
+            of records: inout RecordChunks
         ) {
             let count = bytes.count
             if used + count > capacity {
@@ -251,7 +368,7 @@ extension JSONFileFormat {
         }
 
         /// Gives the records in the current buffer their fields, and lets the buffer go.
-        mutating func finish(_ records: inout [StoredRecord]) {
+        mutating func finish(_ records: inout RecordChunks) {
             guard let buffer else { return }
             self.buffer = nil
             let data = Data(bytesNoCopy: buffer, count: used, deallocator: .free)
