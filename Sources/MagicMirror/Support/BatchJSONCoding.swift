@@ -198,7 +198,7 @@ package enum BatchJSONCoding {
             if offset == 64 {
                 // Room for the rest at the first values' size, so the buffer is not grown
                 // (copied and faulted in again) by doubling.
-                output.reserveCapacity(output.count / 64 * (values.count + values.count / 8))
+                output.bytes.reserveCapacity(output.count / 64 * (values.count + values.count / 8))
             }
             if (try? batch.encode(value, appendingTo: &output)) != nil {
                 ends.append(output.count)
@@ -207,7 +207,7 @@ package enum BatchJSONCoding {
                 others[offset] = Result { try encoder.encode(value) }
             }
         }
-        let buffer = output.data()
+        let buffer = Data(output.bytes)
         var start = 0
         return ends.enumerated().map { offset, end in
             guard let end else { return others[offset]! }

@@ -14,32 +14,7 @@ package struct JSONByteWriter {
 
     /// Creates an empty writer with room for `capacity` bytes.
     package init(capacity: Int = 0) {
-        reserveCapacity(capacity)
-    }
-
-    /// Makes room for `capacity` bytes in all. Room for megabytes (a batch's encoded
-    /// records, a large journal append) is backed by huge pages where the system has them
-    /// (``Platform/adviseHugePages(_:count:)``), so that filling it does not fault it in
-    /// 4 KiB at a time.
-    package mutating func reserveCapacity(_ capacity: Int) {
         bytes.reserveCapacity(capacity)
-        guard bytes.capacity - bytes.count >= Platform.hugePageBufferMinimum else { return }
-        let written = bytes.count
-        let room = bytes.capacity - written
-        bytes.withUnsafeMutableBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return }
-            Platform.adviseHugePages(UnsafeMutableRawPointer(base + written), count: room)
-        }
-    }
-
-    /// The bytes written, copied into a `Data`; megabytes of them into huge pages (see
-    /// ``reserveCapacity(_:)``), so that the copy is not faulted in 4 KiB at a time.
-    package func data() -> Data {
-        let count = bytes.count
-        guard count >= Platform.hugePageBufferMinimum, let copy = malloc(count) else { return Data(bytes) }
-        Platform.adviseHugePages(copy, count: count)
-        bytes.withUnsafeBytes { source in copy.copyMemory(from: source.baseAddress!, byteCount: count) }
-        return Data(bytesNoCopy: copy, count: count, deallocator: .free)
     }
 
     /// The number of bytes written.

@@ -46,25 +46,4 @@ enum Platform {
         (info.st_mtimespec, info.st_ctimespec)
         #endif
     }
-
-    /// From this many bytes, a buffer about to be filled is worth backing by huge pages.
-    static let hugePageBufferMinimum = 4 << 20
-
-    /// Asks the kernel to back the whole 2 MiB pages inside `count` bytes at `start` (memory
-    /// not yet touched, about to be filled) by transparent huge pages, on Linux; nothing
-    /// elsewhere. Advice only: the bytes are the same either way.
-    ///
-    /// Touched page by page, a fresh buffer takes a page fault per 4 KiB (a kernel entry, a
-    /// zeroed page, a charge to the memory cgroup): about 17 ms for 16 MiB on a 2-core
-    /// machine, 3 ms in huge pages. A 100,000-record batch fills about 80 MB of such
-    /// buffers (its encoded fields, their copy as `Data`, its journal append).
-    static func adviseHugePages(_ start: UnsafeMutableRawPointer, count: Int) {
-        #if os(Linux)
-        let hugePage = UInt(2 << 20)
-        let first = (UInt(bitPattern: start) + hugePage - 1) & ~(hugePage - 1)
-        let end = (UInt(bitPattern: start) + UInt(count)) & ~(hugePage - 1)
-        guard end > first, let pointer = UnsafeMutableRawPointer(bitPattern: first) else { return }
-        _ = madvise(pointer, Int(end - first), MADV_HUGEPAGE)
-        #endif
-    }
 }

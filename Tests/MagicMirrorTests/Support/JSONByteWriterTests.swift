@@ -67,26 +67,4 @@ import Testing
             }
         }
     }
-
-    /// Room for megabytes is backed by huge pages where the system has them: advice that
-    /// must change no byte, whether the room is reserved empty or after bytes were written,
-    /// and whether the bytes are copied out small or large.
-    @Test(arguments: [0, 1_000, 1 << 20])
-    func largeRoomAndItsDataKeepEveryByte(writtenFirst: Int) {
-        var writer = JSONByteWriter(capacity: 16)
-        let pattern = (0..<writtenFirst).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-        writer.bytes.append(contentsOf: pattern)
-        writer.reserveCapacity(writtenFirst + (9 << 20))
-        #expect(writer.bytes.capacity >= writtenFirst + (9 << 20))
-        #expect(writer.bytes == pattern)
-        writer.bytes.append(contentsOf: [UInt8](repeating: UInt8(ascii: "z"), count: 9 << 20))
-        writer.append("}")
-        let data = writer.data()
-        #expect(data.count == writtenFirst + (9 << 20) + 1)
-        #expect(data == Data(writer.bytes))
-
-        var small = JSONByteWriter()
-        small.append("{}")
-        #expect(small.data() == Data("{}".utf8))
-    }
 }

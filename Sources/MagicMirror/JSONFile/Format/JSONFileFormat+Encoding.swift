@@ -110,7 +110,7 @@ extension JSONFileFormat {
 
         /// Reserves the rest of the expected size in a `writer` that has no room yet.
         private mutating func reserveIfNew() {
-            if writer.bytes.capacity == 0 { writer.reserveCapacity(max(256, capacity - partsCount)) }
+            if writer.bytes.capacity == 0 { writer.bytes.reserveCapacity(max(256, capacity - partsCount)) }
         }
 
         /// The append's bytes, in parts to write one after the other, with the checksum of
