@@ -39,6 +39,13 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     private var elements: [Record]
     /// Present in a mirror's array only; `nil` in arrays made by other code.
     private var tracking: RecordPositions?
+    /// While mutations are logged (``beginLog(session:)``): the record each touched id named
+    /// before the first mutation that touched it (`nil`: none), `before[i]` for the log's
+    /// `touched[i]`. These before-images are what the mirror compares an edit with.
+    private var before: [Record?] = []
+    /// Set while the array is lent for a mirror's in-place edit: it leaves a copy of itself
+    /// there between its mutations (see ``LentArrayCopy``).
+    private var lend: LentArrayCopy<Record>?
 
     // MARK: Creating
 
@@ -92,14 +99,16 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
                 elements[position] = newValue
                 return
             }
+            lend?.takeBack()
+            defer { leaveCopy() }
             let oldID = elements[position].recordID
             let newID = newValue.recordID
-            tracking!.noteTouched(oldID)
+            noteTouched(elements[position])
             if newID == oldID {
                 elements[position] = newValue
                 return
             }
-            tracking!.noteTouched(newID)
+            noteTouched(entering: newID)
             tracking!.unregister(oldID)
             elements[position] = newValue
             tracking!.register(newID, at: position)
@@ -108,15 +117,18 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
             if tracking == nil {
                 yield &elements[position]
             } else {
+                lend?.takeBack()
                 let oldID = elements[position].recordID
-                tracking!.noteTouched(oldID)
+                noteTouched(elements[position])
                 defer {
                     let newID = elements[position].recordID
                     if newID != oldID {
-                        tracking!.noteTouched(newID)
+                        // The record now at `position` is not the one `newID` named before.
+                        noteTouched(entering: newID, skipping: position)
                         tracking!.unregister(oldID)
                         tracking!.register(newID, at: position)
                     }
+                    leaveCopy()
                 }
                 yield &elements[position]
             }
@@ -133,6 +145,8 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     /// Exchanges two records. Constant time; reorders without changing any record.
     public mutating func swapAt(_ i: Int, _ j: Int) {
         guard i != j else { return }
+        lend?.takeBack()
+        defer { leaveCopy() }
         elements.swapAt(i, j)
         tracking?.moved(elements[i].recordID, to: i)
         tracking?.moved(elements[j].recordID, to: j)
@@ -151,14 +165,15 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
             elements.replaceSubrange(subrange, with: newElements)
             return
         }
+        lend?.takeBack()
+        defer { leaveCopy() }
         let oldCount = elements.count
         let added = Array(newElements)
         for index in subrange {
-            let id = elements[index].recordID
-            tracking!.noteTouched(id)
-            tracking!.unregister(id)
+            noteTouched(elements[index])
+            tracking!.unregister(elements[index].recordID)
         }
-        for record in added { tracking!.noteTouched(record.recordID) }
+        for record in added { noteTouched(entering: record.recordID) }
         elements.replaceSubrange(subrange, with: added)
         if added.count != subrange.count, subrange.upperBound < oldCount {
             tracking!.shifted(from: subrange.lowerBound)
@@ -170,6 +185,8 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
 
     /// Reserves room for `minimumCapacity` records.
     public mutating func reserveCapacity(_ minimumCapacity: Int) {
+        lend?.takeBack()
+        defer { leaveCopy() }
         elements.reserveCapacity(minimumCapacity)
         tracking?.reserveCapacity(minimumCapacity)
     }
@@ -180,8 +197,10 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
             elements.append(record)
             return
         }
+        lend?.takeBack()
+        defer { leaveCopy() }
         let id = record.recordID
-        tracking!.noteTouched(id)
+        noteTouched(entering: id)
         elements.append(record)
         tracking!.register(id, at: elements.count - 1)
     }
@@ -201,8 +220,10 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
             elements.insert(record, at: index)
             return
         }
+        lend?.takeBack()
+        defer { leaveCopy() }
         let id = record.recordID
-        tracking!.noteTouched(id)
+        noteTouched(entering: id)
         elements.insert(record, at: index)
         if index < elements.count - 1 { tracking!.shifted(from: index) }
         tracking!.register(id, at: index)
@@ -212,13 +233,13 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     /// `Array`).
     @discardableResult
     public mutating func remove(at index: Int) -> Record {
+        guard tracking != nil else { return elements.remove(at: index) }
+        lend?.takeBack()
+        defer { leaveCopy() }
+        noteTouched(elements[index])
         let record = elements.remove(at: index)
-        if tracking != nil {
-            let id = record.recordID
-            tracking!.noteTouched(id)
-            tracking!.unregister(id)
-            if index < elements.count { tracking!.shifted(from: index) }
-        }
+        tracking!.unregister(record.recordID)
+        if index < elements.count { tracking!.shifted(from: index) }
         return record
     }
 
@@ -238,10 +259,14 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
 
     /// Removes every record.
     public mutating func removeAll(keepingCapacity keepCapacity: Bool = false) {
-        if tracking != nil {
-            for record in elements { tracking!.noteTouched(record.recordID) }
-            tracking!.removeAll(keepingCapacity: keepCapacity)
+        guard tracking != nil else {
+            elements.removeAll(keepingCapacity: keepCapacity)
+            return
         }
+        lend?.takeBack()
+        defer { leaveCopy() }
+        for record in elements { noteTouched(record) }
+        tracking!.removeAll(keepingCapacity: keepCapacity)
         elements.removeAll(keepingCapacity: keepCapacity)
     }
 
@@ -250,23 +275,28 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     public mutating func removeAll(where shouldBeRemoved: (Record) throws -> Bool) rethrows {
         var kept: [Record] = []
         kept.reserveCapacity(elements.count)
-        var removed: [String] = []
+        var removed: [Record] = []
         var firstRemoved: Int?
         for (index, record) in elements.enumerated() {
             if try shouldBeRemoved(record) {
                 if firstRemoved == nil { firstRemoved = index }
-                if tracking != nil { removed.append(record.recordID) }
+                if tracking != nil { removed.append(record) }
             } else {
                 kept.append(record)
             }
         }
         guard let firstRemoved else { return }
-        elements = kept
-        guard tracking != nil else { return }
-        for id in removed {
-            tracking!.noteTouched(id)
-            tracking!.unregister(id)
+        guard tracking != nil else {
+            elements = kept
+            return
         }
+        lend?.takeBack()
+        defer { leaveCopy() }
+        for record in removed {
+            noteTouched(record)
+            tracking!.unregister(record.recordID)
+        }
+        elements = kept
         tracking!.shifted(from: firstRemoved)
     }
 
@@ -331,14 +361,6 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
     /// Whether two records share an id (only known for a tracked array; `false` otherwise).
     var mayHaveDuplicates: Bool { tracking?.hasDuplicates ?? false }
 
-    /// The id index, when it lists exactly the records' ids in their order (as
-    /// ``startTracking(ids:)`` leaves it when no id is listed twice). Linear time.
-    var idsInOrder: IDMap<Int>? {
-        guard let tracking, !tracking.hasDuplicates, tracking.positions.values.elementsEqual(elements.indices)
-        else { return nil }
-        return tracking.positions
-    }
-
     /// Starts keeping an id index. Linear time.
     ///
     /// - Parameter ids: The records' ids, in order, when the caller has them already.
@@ -356,17 +378,72 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         tracking!.rebuild(indexing: elements)
     }
 
-    /// Starts logging the ids that mutations touch.
+    /// What the mutations since ``beginLog(session:)`` did: the ids they touched, each with
+    /// its before-image.
+    struct EditLog {
+        /// The ids touched, in the order they were first touched, each once.
+        let touched: [String]
+        /// `before[i]`: the record with the id `touched[i]` before the first mutation that
+        /// touched it; `nil` when there was none.
+        let before: [Record?]
+        /// Whether a mutation added a record under an id the array held.
+        let sawDuplicate: Bool
+    }
+
+    /// Starts logging the ids that mutations touch, with their before-images.
     mutating func beginLog(session: UInt64) {
         tracking?.log = RecordPositions.ChangeLog(session: session)
+        before = []
     }
 
     /// Stops logging and returns the log of `session`; `nil` when the array no longer holds
     /// it (the array was replaced as a whole during the mutation).
-    mutating func endLog(session: UInt64) -> RecordPositions.ChangeLog? {
+    mutating func endLog(session: UInt64) -> EditLog? {
         guard tracking != nil, let log = tracking!.log else { return nil }
         tracking!.log = nil
-        return log.session == session ? log : nil
+        let images = before
+        before = []
+        guard log.session == session else { return nil }
+        return EditLog(touched: log.touched, before: images, sawDuplicate: log.sawDuplicate)
+    }
+
+    /// Notes that the current mutation touches `record`, a record of the array as it is
+    /// before the mutation: the first time, it is its id's before-image.
+    private mutating func noteTouched(_ record: Record) {
+        if tracking!.noteTouched(record.recordID) { before.append(record) }
+    }
+
+    /// Notes that the current mutation touches `id`, the id of a record entering the array:
+    /// the first time, its before-image is the record with that id the array holds before
+    /// the mutation, found through the index (call it before the elements change), or none.
+    ///
+    /// - Parameter skipping: A position whose record does not count (see
+    ///   ``RecordPositions/positionOfUntouched(_:in:skipping:)``).
+    private mutating func noteTouched(entering id: String, skipping: Int? = nil) {
+        guard tracking!.noteTouched(id) else { return }
+        let position = tracking!.positionOfUntouched(id, in: elements, skipping: skipping)
+        before.append(position.map { elements[$0] })
+    }
+
+    // MARK: Lending (for the mirror)
+
+    /// Lends the array for a mirror's in-place edit: until ``endLend(from:)``, it leaves a
+    /// copy of itself with `copy` whenever it is not being mutated.
+    mutating func lend(to copy: LentArrayCopy<Record>) {
+        lend = copy
+        leaveCopy()
+    }
+
+    /// Ends the lending; whether the array was lent to `copy` (or is a copy of one that was):
+    /// `false` when the edit put another array in its place.
+    mutating func endLend(from copy: LentArrayCopy<Record>) -> Bool {
+        defer { lend = nil }
+        return lend === copy
+    }
+
+    /// Leaves a copy of the records and the log with the mirror the array is lent to.
+    private func leaveCopy() {
+        lend?.keep(LentArrayCopy.Kept(elements: elements, touched: tracking?.log?.touched ?? [], before: before))
     }
 
     /// The position of the record with the given id; repairs stale index entries.

@@ -84,12 +84,39 @@ struct RecordPositions: Sendable {
         return elements.firstIndex { IDKey.same($0.recordID, recordID) }
     }
 
-    /// Notes that the current mutation touched `id`.
-    mutating func noteTouched(_ id: String) {
-        guard log != nil else { return }
-        if log!.touchedSet.insert(id).inserted {
-            log!.touched.append(id)
+    /// Notes that the current mutation touched `id`; whether it is the first time since the
+    /// log began (the array then records the id's value before the mutation).
+    @discardableResult
+    mutating func noteTouched(_ id: String) -> Bool {
+        guard log != nil, log!.touchedSet.insert(id).inserted else { return false }
+        log!.touched.append(id)
+        return true
+    }
+
+    /// The position of the record with `id`, an id the log has not touched yet: the array
+    /// then holds at most one record with it, unchanged since the log began. Constant time
+    /// unless the index is stale there (then it is repaired from ``validBelow``).
+    ///
+    /// Duplicates of other ids do not matter: they are touched ids, and the index entries of
+    /// untouched ids stay right through them (see ``moved(_:to:)``).
+    ///
+    /// - Parameter skipping: A position whose record does not count (one whose id was just
+    ///   changed in place to `id`).
+    mutating func positionOfUntouched<Record: Recordable>(
+        _ id: String, in elements: [Record], skipping: Int? = nil
+    ) -> Int? {
+        func holds(_ position: Int) -> Bool {
+            position != skipping && position < elements.count && IDKey.same(elements[position].recordID, id)
         }
+        // An untouched id never left the index: no entry means no record.
+        guard let position = positions[id] else { return nil }
+        if holds(position) { return position }
+        for index in Swift.min(validBelow, elements.count)..<elements.count where index != skipping {
+            positions[elements[index].recordID] = index
+        }
+        validBelow = elements.count
+        if let repaired = positions[id], holds(repaired) { return repaired }
+        return elements.indices.first(where: holds)
     }
 
     /// Records that `id` is now at `position`.
@@ -102,9 +129,10 @@ struct RecordPositions: Sendable {
         }
     }
 
-    /// Records that `id`, already in the array, moved to `position` (a swap).
+    /// Records that `id`, already in the array, moved to `position` (a swap). Kept even when
+    /// ``hasDuplicates``, so that the entries of untouched ids stay right for
+    /// ``positionOfUntouched(_:in:skipping:)``.
     mutating func moved(_ id: String, to position: Int) {
-        guard !hasDuplicates else { return }
         positions[id] = position
     }
 

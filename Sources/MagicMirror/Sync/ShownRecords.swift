@@ -1,5 +1,5 @@
-/// The records a mirror shows (its `dataModel`), each one's value by id, and the bookkeeping
-/// that turns a mutation of the array into the list of records it changed.
+/// The records a mirror shows (its `dataModel`), and the bookkeeping that turns a mutation of
+/// the array into the list of records it changed.
 ///
 /// A value type with no locks and no clock: ``SyncEngine`` holds one and decides what each
 /// change means (a pending commit, a delivered ``MirrorChange``).
@@ -14,17 +14,22 @@ struct ShownRecords<Record: Recordable>: Sendable {
     }
 
     /// What `dataModel` returns; empty while lent out for an edit (see ``lendArray()``).
+    ///
+    /// It is the only copy of the records: an in-place edit is compared with the
+    /// before-images its log captured (see ``RecordArray/EditLog``), not with a second copy.
     private var storage = RecordArray<Record>()
-    /// Whether the array is lent out for an in-place edit.
-    private(set) var isLent = false
-    /// The value of every record in ``array``, by id: what an edit is compared with.
-    private(set) var valuesByID: IDMap<Record> = [:]
+    /// While the array is lent out for an in-place edit: what it leaves behind, for an edit
+    /// that replaces it as a whole.
+    private var lentCopy: LentArrayCopy<Record>?
     /// Counts in-place edits, to tell their logs apart.
     private var editCount: UInt64 = 0
 
     init() {
         storage.startTracking()
     }
+
+    /// Whether the array is lent out for an in-place edit.
+    var isLent: Bool { lentCopy != nil }
 
     /// What `dataModel` returns.
     ///
@@ -44,33 +49,26 @@ struct ShownRecords<Record: Recordable>: Sendable {
     /// Shows `records` (already in order), replacing everything.
     ///
     /// - Parameter ids: The records' ids, in the same order, when the caller has them
-    ///   already (the tables then keep these strings rather than forming new ones).
+    ///   already (the index then keeps these strings rather than forming new ones).
     mutating func load(_ records: [Record], ids: [String]? = nil) {
         precondition(ids.map { $0.count == records.count } ?? true, "one id per record")
         storage = RecordArray(records)
         storage.startTracking(ids: ids)
-        if storage.mayHaveDuplicates { removeDuplicates(keeping: [:]) }
-        if let positions = storage.idsInOrder {
-            // The same ids and table as the array's positions. The values are copied:
-            // sharing the array's storage would make the first edit of the array copy it.
-            var values: [Record] = []
-            values.reserveCapacity(storage.count)
-            values.append(contentsOf: storage.array)
-            valuesByID = positions.withValues(values)
-            return
-        }
-        valuesByID = [:]
-        valuesByID.reserveCapacity(storage.count)
-        for record in storage { valuesByID[record.recordID] = record }
+        if storage.mayHaveDuplicates { removeDuplicates(valueBefore: { _ in nil }) }
     }
 
-    /// The value shown for `id`, if any.
-    subscript(id: String) -> Record? { valuesByID[id] }
+    /// The record shown with `id`, if any. Constant time (it may repair the array's index).
+    subscript(id: String) -> Record? {
+        mutating get {
+            precondition(!isLent, Self.overlappingAccess)
+            return storage.record(withID: id)
+        }
+    }
 
     // MARK: Local edits
 
-    /// Starts an in-place edit: the array logs the ids the edit touches. Returns the edit's
-    /// number, for ``endEdit(_:)``.
+    /// Starts an in-place edit: the array logs the ids the edit touches, with their
+    /// before-images. Returns the edit's number, for ``endEdit(_:returning:)``.
     mutating func beginEdit() -> UInt64 {
         precondition(!isLent, Self.overlappingAccess)
         editCount &+= 1
@@ -83,78 +81,104 @@ struct ShownRecords<Record: Recordable>: Sendable {
     /// back with ``endEdit(_:returning:)``.
     mutating func lendArray() -> RecordArray<Record> {
         precondition(!isLent, Self.overlappingAccess)
-        isLent = true
-        let lent = storage
+        let copy = LentArrayCopy<Record>()
+        lentCopy = copy
+        var lent = storage
         storage = RecordArray()
+        lent.lend(to: copy)
         return lent
     }
 
     /// Ends the edit numbered `number`, taking back the lent array, and returns the records
-    /// whose value it changed.
+    /// whose value it changed: each touched id's before-image compared with its record now.
+    /// Takes time in proportion to the records the edit touched, or linear time when the
+    /// edit put another array in the place of the lent one.
     mutating func endEdit(_ number: UInt64, returning edited: consuming RecordArray<Record>) -> [Change] {
+        guard let copy = lentCopy else { preconditionFailure("endEdit without lendArray") }
+        lentCopy = nil
         storage = edited
-        isLent = false
-        return endEdit(number)
+        if storage.endLend(from: copy), let log = storage.endLog(session: number) {
+            // Drops the copy left behind first: the records are then held only here.
+            copy.close()
+            return changes(loggedIn: log)
+        }
+        guard let kept = copy.close() else { preconditionFailure("a lent array leaves a copy") }
+        return changes(replacing: kept)
     }
 
-    /// Ends the edit numbered `number` and returns the records whose value it changed.
-    mutating func endEdit(_ number: UInt64) -> [Change] {
-        guard storage.isTracked, let log = storage.endLog(session: number) else {
-            // The array was replaced as a whole: compare everything.
-            return replaceAll(with: storage)
+    /// The changes of an in-place edit whose log the array returned.
+    private mutating func changes(loggedIn log: RecordArray<Record>.EditLog) -> [Change] {
+        if log.sawDuplicate || storage.mayHaveDuplicates {
+            // Each touched id once: the log notes an id the first time only.
+            let before = IDMap(ids: log.touched, values: log.before) ?? [:]
+            removeDuplicates { id in before[id] ?? nil }
         }
-        if log.sawDuplicate || storage.mayHaveDuplicates { removeDuplicates(keeping: valuesByID) }
         var changes: [Change] = []
-        for id in log.touched {
-            let current = storage.record(withID: id)
-            if let change = note(id, current) { changes.append(change) }
+        // Indices, not `zip`: in unspecialized generic code, `zip` costs more than the rest
+        // of a one-record edit's comparison.
+        for index in log.touched.indices {
+            let id = log.touched[index]
+            let new = storage.record(withID: id)
+            if log.before[index] != new { changes.append(Change(id: id, old: log.before[index], new: new)) }
         }
         return changes
+    }
+
+    /// The changes of an edit that put another array in the place of the lent one: the new
+    /// array compared with the records before the edit, which are those the lent array left
+    /// behind, the ones its log touched taken back to their before-images. Linear time.
+    private mutating func changes(replacing kept: LentArrayCopy<Record>.Kept) -> [Change] {
+        let touched = IDSet(kept.touched)
+        var records = kept.elements.filter { !touched.contains($0.recordID) }
+        records.append(contentsOf: kept.before.compactMap { $0 })
+        var before = RecordArray(records)
+        before.startTracking()
+        return replaceAll(with: storage, replacing: &before)
     }
 
     /// Replaces the whole array and returns the records whose value changed. Linear time.
     mutating func replaceAll(with newValue: RecordArray<Record>) -> [Change] {
         precondition(!isLent, Self.overlappingAccess)
+        var before = storage
+        return replaceAll(with: newValue, replacing: &before)
+    }
+
+    /// Shows `newValue` in place of `before` (a tracked array without duplicates) and
+    /// returns the records whose value changed.
+    private mutating func replaceAll(with newValue: RecordArray<Record>, replacing before: inout RecordArray<Record>) -> [Change] {
         var replacement = RecordArray(newValue.array)
         replacement.startTracking()
         storage = replacement
-        if storage.mayHaveDuplicates { removeDuplicates(keeping: valuesByID) }
+        if storage.mayHaveDuplicates { removeDuplicates { id in before.record(withID: id) } }
         var changes: [Change] = []
         var listed = IDSet()
         listed.reserveCapacity(storage.count)
         for record in storage.array {
             let id = record.recordID
             listed.insert(id)
-            if let change = note(id, record) { changes.append(change) }
+            let old = before.record(withID: id)
+            if old != record { changes.append(Change(id: id, old: old, new: record)) }
         }
-        let gone = valuesByID.keys.filter { !listed.contains($0) }
-        for id in gone {
-            if let change = note(id, nil) { changes.append(change) }
+        for record in before.array where !listed.contains(record.recordID) {
+            changes.append(Change(id: record.recordID, old: record, new: nil))
         }
         return changes
-    }
-
-    /// Records that `id` now has `value` in the array; the change, or `nil` when equal.
-    private mutating func note(_ id: String, _ value: Record?) -> Change? {
-        let old = valuesByID[id]
-        guard old != value else { return nil }
-        valuesByID[id] = value
-        return Change(id: id, old: old, new: value)
     }
 
     /// Leaves one record of each id that appears more than once: the newest value, in the
     /// place of the record the array held before (see "One record per id" in `dataModel`).
     ///
-    /// The newest value is the last copy that differs from `keeping[id]` (the value before
-    /// the edit), or the last copy when the id is new. Its place is that of the copy equal
-    /// to `keeping[id]`, or of the first copy.
-    private mutating func removeDuplicates(keeping: IDMap<Record>) {
+    /// The newest value is the last copy that differs from `valueBefore(id)` (the value
+    /// before the edit), or the last copy when the id is new. Its place is that of the copy
+    /// equal to `valueBefore(id)`, or of the first copy. An id held twice is always one the
+    /// edit touched, so `valueBefore` need only know those.
+    private mutating func removeDuplicates(valueBefore: (String) -> Record?) {
         var place: IDMap<Int> = [:]
         var newest: IDMap<Int> = [:]
         var duplicated = IDSet()
         for (index, record) in storage.enumerated() {
             let id = record.recordID
-            let known = keeping[id]
+            let known = valueBefore(id)
             if let first = place[id] {
                 duplicated.insert(id)
                 if let known, record == known, storage[first] != known { place[id] = index }
@@ -189,17 +213,16 @@ struct ShownRecords<Record: Recordable>: Sendable {
     /// - Returns: The change, or `nil` when the array already showed `value`.
     mutating func set(_ id: String, _ value: Record?, orderedBy order: (String) -> CreationOrder) -> Change? {
         precondition(!isLent, Self.overlappingAccess)
-        guard let change = note(id, value) else { return nil }
-        if let value {
-            if let position = storage.position(of: id) {
-                storage[position] = value
-            } else {
-                storage.insert(value, at: place(of: id, orderedBy: order))
-            }
-        } else if let position = storage.position(of: id) {
-            storage.remove(at: position)
+        let position = storage.position(of: id)
+        let old = position.map { storage[$0] }
+        guard old != value else { return nil }
+        switch (position, value) {
+        case (let position?, let value?): storage[position] = value
+        case (nil, let value?): storage.insert(value, at: place(of: id, orderedBy: order))
+        case (let position?, nil): storage.remove(at: position)
+        case (nil, nil): break
         }
-        return change
+        return Change(id: id, old: old, new: value)
     }
 
     /// The position at which a record new to ``array`` goes in `order`.

@@ -80,37 +80,63 @@ struct SyncEngine<Record: Recordable> {
     mutating func load(_ set: inout ChangeSet, decoded: inout [Result<Record, any Error>?]) {
         var shown: [Record] = []
         shown.reserveCapacity(set.records.count)
+        var newest = HLCTimestamp.zero
         // Each shown record's id, as the stored record's string when it has the same bytes:
         // the mirror's tables then share the database's strings instead of holding copies.
-        var ids: [String] = []
-        ids.reserveCapacity(set.records.count)
-        var newest = HLCTimestamp.zero
+        // `nil` while the records are shown one for one in the order of the database's own
+        // table of them (each live, decoded, under the same id bytes): that table's array of
+        // ids then serves as it is, shared until either side adds or removes a record.
+        var ids: [String]?
+        let table: IDMap<StoredRecord>?
         do {
             let stored = set.records
-            // Creation order, the same in every process (see Views/CreationOrder.swift).
-            let order = stored.indices.sorted {
-                CreationOrder(created: stored[$0].created, id: stored[$0].id)
-                    < CreationOrder(created: stored[$1].created, id: stored[$1].id)
+            // Creation order, the same in every process (see Views/CreationOrder.swift). A
+            // zone's records usually come in that order already: then no index array is
+            // sorted (it would be alive at the peak of opening a large zone).
+            func precedes(_ left: Int, _ right: Int) -> Bool {
+                CreationOrder(created: stored[left].created, id: stored[left].id)
+                    < CreationOrder(created: stored[right].created, id: stored[right].id)
             }
-            for index in order {
+            let inOrder = stored.indices.dropFirst().allSatisfy { precedes($0 - 1, $0) }
+            let order = inOrder ? nil : stored.indices.sorted(by: precedes)
+            table = inOrder ? set.recordsByID : nil
+            if table == nil {
+                ids = []
+                ids!.reserveCapacity(stored.count)
+            }
+            // The ids of the records shown so far, while they are `stored[..<position]`.
+            func formIDs(upTo position: Int) {
+                var formed: [String] = []
+                formed.reserveCapacity(stored.count)
+                formed.append(contentsOf: stored[..<position].lazy.map(\.id))
+                ids = formed
+            }
+            for position in stored.indices {
+                let index = order?[position] ?? position
                 let record = stored[index]
                 if record.modified > newest { newest = record.modified }
-                guard !record.isDeleted else { continue }
-                switch decoded[index] {
-                case .success(let value)?:
-                    shown.append(value)
-                    let id = value.recordID
-                    ids.append(IDKey.same(id, record.id) ? record.id : id)
-                case .failure(let error)?: reportUndecodable(record, error: error)
-                case nil: break
+                guard !record.isDeleted, case .success(let value)? = decoded[index] else {
+                    if ids == nil { formIDs(upTo: position) }
+                    if !record.isDeleted, case .failure(let error)? = decoded[index] {
+                        reportUndecodable(record, error: error)
+                    }
+                    continue
                 }
+                shown.append(value)
+                let id = value.recordID
+                let same = IDKey.same(id, record.id)
+                if ids == nil {
+                    if same { continue }
+                    formIDs(upTo: position)
+                }
+                ids!.append(same ? record.id : id)
             }
         }
         HybridLogicalClock.shared.observe(newest)
         pull.load(set)
         set.records = []
         decoded = []
-        records.load(shown, ids: ids)
+        records.load(shown, ids: ids ?? table!.keys)
     }
 
     // MARK: Local edits

@@ -56,4 +56,34 @@ import Testing
         #expect(positions.positions.isEmpty)
         #expect(positions.validBelow == 0)
     }
+
+    /// An id no logged mutation touched yet is found through the index even while another
+    /// id has two records (lookups then scan), after swaps and shifts made the index stale,
+    /// and not at a position whose record was just renamed to it.
+    @Test func anUntouchedIdIsFoundThroughTheIndexWhateverElseHappened() {
+        var records = chores(["a", "b", "c", "d"])
+        var positions = RecordPositions(indexing: records)
+        positions.log = RecordPositions.ChangeLog(session: 1)
+        #expect(positions.positionOfUntouched("missing", in: records) == nil)
+        records.append(Chore(id: "a", title: "again"))
+        positions.noteTouched("a")
+        positions.register("a", at: 4)
+        #expect(positions.hasDuplicates)
+        records.swapAt(1, 3)
+        positions.moved(records[1].recordID, to: 1)
+        positions.moved(records[3].recordID, to: 3)
+        #expect(positions.positionOfUntouched("b", in: records) == 3, "found after a swap, while another id has two records")
+        records.insert(Chore(id: "x", title: "x"), at: 0)
+        positions.noteTouched("x")
+        positions.shifted(from: 0)
+        positions.register("x", at: 0)
+        #expect(positions.positionOfUntouched("c", in: records) == 3, "a stale entry is repaired")
+        // [y, x, a, d, …]: the index still says d is at 2, where `a` is renamed to d.
+        records.insert(Chore(id: "y", title: "y"), at: 0)
+        positions.noteTouched("y")
+        positions.shifted(from: 0)
+        positions.register("y", at: 0)
+        records[2].id = "d"
+        #expect(positions.positionOfUntouched("d", in: records, skipping: 2) == 3)
+    }
 }

@@ -172,7 +172,7 @@ extension JSONFileZone {
     ) throws(MirrorError) -> JSONFileFormat.JournalScan {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
-        var bytes: [UInt8] = []
+        var bytes = FileBytes(capacity: 0)
         var scan = JSONFileFormat.JournalScan()
         var dataEnd = 0
         // Twice when lines belong to no complete append and the lock is not held: they may be
@@ -185,16 +185,14 @@ extension JSONFileZone {
         var shortened = false
         for _ in 0..<2 {
             do {
-                bytes = try JSONFileIO.read(disk.journalFD, from: start, count: count)
+                bytes = try JSONFileIO.readBytes(disk.journalFD, from: start, count: count)
             } catch {
                 throw located(MirrorError.posix(error.code, "read", file: path(name)))
             }
             var parser = JSONFileFormat.LineParser()
-            (scan, dataEnd) = bytes.withUnsafeBufferPointer { buffer in
-                let base = buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!
-                let scan = JSONFileFormat.scanJournal(base, count: buffer.count, after: sequence, parser: &parser)
-                return (scan, JSONFileFormat.dataEnd(base, count: buffer.count))
-            }
+            let base = UnsafePointer(bytes.base.assumingMemoryBound(to: UInt8.self))
+            scan = JSONFileFormat.scanJournal(base, count: bytes.count, after: sequence, parser: &parser)
+            dataEnd = JSONFileFormat.dataEnd(base, count: bytes.count)
             if !scan.orphaned || underLock || shortened { break }
             count = scan.consumed
             shortened = true
@@ -207,7 +205,7 @@ extension JSONFileZone {
         let (directoryFD, generation) = (disk.directoryFD, disk.generation)
         func keep(_ offset: Int, _ length: Int, _ what: String) {
             quarantine(
-                Array(bytes[offset..<(offset + length)]), in: directoryFD,
+                Array(bytes.buffer[offset..<(offset + length)]), in: directoryFD,
                 name: "quarantine-journal-\(generation)-\(start + offset).bad", source: name, what: what)
         }
         for bad in scan.bad {
