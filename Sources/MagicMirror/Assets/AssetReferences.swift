@@ -23,19 +23,27 @@ enum AssetReferences {
     /// The digests the saves of `operations` refer to.
     ///
     /// - Throws: ``MirrorError/Kind/invalidRecord`` when a `"$asset"` value is not a digest.
+    ///
+    /// A large commit is looked through in parallel parts (one per core); the error is the
+    /// one of the first operation in order that has one, as when looked through in order.
     static func digests(in operations: [RecordOperation]) throws(MirrorError) -> Set<String> {
-        var digests = Set<String>()
-        for operation in operations {
-            guard case .save(let fields) = operation.action else { continue }
-            if let invalid = collect(in: fields, into: &digests) {
-                throw MirrorError(
-                    .invalidRecord,
-                    "record \(operation.recordID) refers to the asset \(invalid), which is not an asset "
-                        + "digest (64 lowercase hexadecimal digits); the key \"\(Asset.digestKey)\" is "
-                        + "reserved for assets. Nothing was stored.",
-                    recordIDs: [operation.recordID])
+        let parts = BatchJSONCoding.inParallelRanges(operations.count) { range -> Result<Set<String>, MirrorError> in
+            var digests = Set<String>()
+            for operation in operations[range] {
+                guard case .save(let fields) = operation.action else { continue }
+                if let invalid = collect(in: fields, into: &digests) {
+                    return .failure(MirrorError(
+                        .invalidRecord,
+                        "record \(operation.recordID) refers to the asset \(invalid), which is not an asset "
+                            + "digest (64 lowercase hexadecimal digits); the key \"\(Asset.digestKey)\" is "
+                            + "reserved for assets. Nothing was stored.",
+                        recordIDs: [operation.recordID]))
+                }
             }
+            return .success(digests)
         }
+        var digests = Set<String>()
+        for part in parts { digests.formUnion(try part.get()) }
         return digests
     }
 

@@ -41,26 +41,15 @@ public enum CommitPlan: Hashable, Sendable {
         produced.reserveCapacity(operations.count)
         for operation in operations {
             let current = stored(operation.recordID)
-            if let current, current.writer == writer, current.modified == operation.timestamp {
-                // A retry of a change that is already stored.
+            switch Self.decide(operation, writer: writer, current: current) {
+            case .retry:
                 produced.append(nil)
-                continue
-            }
-            let version = current?.version ?? 0
-            guard version == operation.baseVersion else {
+            case .conflict:
                 conflicts.append((produced.count, current))
                 produced.append(nil)
-                continue
+            case .store(let record):
+                produced.append(record)
             }
-            let fields: Data? = switch operation.action {
-            case .save(let data): data
-            case .delete: nil
-            }
-            produced.append(
-                StoredRecord(
-                    id: operation.recordID, version: version + 1, fields: fields,
-                    modified: operation.timestamp, writer: writer,
-                    created: ZoneState.created(after: current, at: operation.timestamp)))
         }
         guard !conflicts.isEmpty else {
             self = .apply(produced)
@@ -69,5 +58,35 @@ public enum CommitPlan: Hashable, Sendable {
         var results = [CommitOutcome.Result](repeating: .notApplied, count: operations.count)
         for (index, current) in conflicts { results[index] = .conflict(current: current) }
         self = .refuse(results)
+    }
+
+    /// What one operation does to the record stored under its id.
+    package enum Decision {
+        /// A retry of a change already stored (same writer and timestamp): nothing to store.
+        case retry
+        /// The base version is not the stored version.
+        case conflict
+        /// The record to store.
+        case store(StoredRecord)
+    }
+
+    /// What `operation` does to `current`, the record stored under its id (`nil` for one
+    /// never stored), committed by `writer`: the rule of each operation of a plan, which
+    /// needs no other operation (so a large commit can decide its operations in parallel).
+    package static func decide(_ operation: RecordOperation, writer: String, current: StoredRecord?) -> Decision {
+        if let current, current.writer == writer, current.modified == operation.timestamp {
+            return .retry
+        }
+        let version = current?.version ?? 0
+        guard version == operation.baseVersion else { return .conflict }
+        let fields: Data? = switch operation.action {
+        case .save(let data): data
+        case .delete: nil
+        }
+        return .store(
+            StoredRecord(
+                id: operation.recordID, version: version + 1, fields: fields,
+                modified: operation.timestamp, writer: writer,
+                created: ZoneState.created(after: current, at: operation.timestamp)))
     }
 }

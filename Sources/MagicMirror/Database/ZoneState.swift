@@ -62,12 +62,31 @@ package struct ZoneState: Sendable {
     package func prepare(
         _ operations: [RecordOperation], writer: String
     ) -> Result<[StoredRecord?], CommitConflict> {
+        if operations.count >= Self.operationsCheckedInParallel, let produced = storedInParallel(operations, writer: writer) {
+            return .success(produced)
+        }
         switch CommitPlan(operations, writer: writer, stored: { records[$0] }) {
         case .apply(let produced):
             return .success(produced)
         case .refuse(let results):
             return .failure(CommitConflict(outcome: CommitOutcome(results: results, token: token)))
         }
+    }
+
+    /// The records a large commit stores, decided in parallel parts
+    /// (``CommitPlan/decide(_:writer:current:)`` for each operation), when every operation
+    /// stores one; `nil` when one is a retry or a conflict, which ``CommitPlan`` then decides
+    /// in order, with the whole commit's results. (In order, a 100,000-record commit spent
+    /// about a tenth of its time here, on one core.)
+    private func storedInParallel(_ operations: [RecordOperation], writer: String) -> [StoredRecord?]? {
+        let produced = BatchJSONCoding.inParallelParts(operations.count, state: {}) { _, index -> StoredRecord? in
+            let operation = operations[index]
+            guard case .store(let record) = CommitPlan.decide(
+                operation, writer: writer, current: records[operation.recordID])
+            else { return nil }
+            return record
+        }
+        return produced.contains(where: { $0 == nil }) ? nil : produced
     }
 
     /// Makes room in the record table for `count` records, so that applying many commits

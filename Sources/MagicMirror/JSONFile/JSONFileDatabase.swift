@@ -237,7 +237,7 @@ public final class JSONFileDatabase: RecordDatabase {
                 operations, durable: options.durability == .durable,
                 compactionThreshold: options.compactionThreshold)
         }
-        for operation in operations { HybridLogicalClock.shared.observe(operation.timestamp) }
+        HybridLogicalClock.shared.observe(latestOf: operations.lazy.map(\.timestamp))
         return outcome
     }
 

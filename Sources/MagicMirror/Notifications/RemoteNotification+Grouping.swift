@@ -23,10 +23,14 @@ extension RemoteNotification {
         let reasons: [Reason] = [.created, .updated, .deleted]
         var ids: [[String]] = [[], [], []]
         var order: [Int] = []
-        for record in changed {
-            let place = record.isDeleted ? 2 : (record.version == 1 ? 0 : 1)
-            if ids[place].isEmpty { order.append(place) }
-            ids[place].append(record.id)
+        for index in changed.indices {
+            let place = changed[index].isDeleted ? 2 : (changed[index].version == 1 ? 0 : 1)
+            if ids[place].isEmpty {
+                order.append(place)
+                // Room for the rest, so that a large commit's ids are not copied by doubling.
+                ids[place].reserveCapacity(changed.count - index)
+            }
+            ids[place].append(changed[index].id)
         }
         return order.map { place in
             RemoteNotification(

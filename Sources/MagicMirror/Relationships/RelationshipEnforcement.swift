@@ -83,7 +83,7 @@ public enum RelationshipEnforcement {
         }
         // The rules' changes come after the commit's own, by the clock every writer shares.
         let clock = HybridLogicalClock.shared
-        for record in produced { clock.observe(record.modified) }
+        clock.observe(latestOf: produced.lazy.map(\.modified))
         let batches = try LinkedBatch.batches(
             of: zone, produced: produced, changes: changes, writer: writer, timestamp: clock.now())
         return batches.map { batch in

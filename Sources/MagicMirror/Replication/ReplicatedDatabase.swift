@@ -209,7 +209,7 @@ public final class ReplicatedDatabase: RecordDatabase {
         guard !operations.isEmpty else {
             return CommitOutcome(results: [], token: try await local.currentToken(in: zone))
         }
-        for operation in operations { HybridLogicalClock.shared.observe(operation.timestamp) }
+        HybridLogicalClock.shared.observe(latestOf: operations.lazy.map(\.timestamp))
         let ids = operations.map(\.recordID)
         for _ in 0..<Self.replicaAttempts {
             let stored: [String: StoredRecord]

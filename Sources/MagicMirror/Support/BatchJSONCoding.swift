@@ -123,6 +123,30 @@ package enum BatchJSONCoding {
         }
     }
 
+    /// Runs `work` and `side` at the same time, on two cores (the calling thread takes one
+    /// of them, as in ``inParallelRanges(_:_:)``), and returns `side`'s result once both
+    /// are done. `work` may change the caller's state: nothing else runs it, and it is done
+    /// before this returns.
+    package static func run<Side>(_ work: () -> Void, alongside side: @Sendable () -> Side) -> Side {
+        withoutActuallyEscaping(work) { work in
+            let tasks = TwoTasks<Side>(work: work)
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                if index == 0 { tasks.work() } else { tasks.result = side() }
+            }
+            return tasks.result!
+        }
+    }
+
+    /// What the two tasks of ``run(_:alongside:)`` share: each field is touched by one task
+    /// only (`work` by the first; `result` by the second, then read after both are done),
+    /// which is why sharing them is safe.
+    private final class TwoTasks<Side>: @unchecked Sendable {
+        let work: () -> Void
+        var result: Side?
+
+        init(work: @escaping () -> Void) { self.work = work }
+    }
+
     /// The number of cores this process may use, read once. Foundation reads it from the
     /// control group's files on every call (about 25 µs on Linux, measured), which a commit of
     /// one record, that never splits its work, paid twice.

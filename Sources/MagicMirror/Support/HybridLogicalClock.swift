@@ -36,4 +36,11 @@ package final class HybridLogicalClock: Sendable {
             if remote > last { last = remote }
         }
     }
+
+    /// Moves the clock past every reading of `readings` (a commit's operations): the same
+    /// as observing each, with the lock taken once, for the latest (100,000 observations
+    /// one by one took a few milliseconds after a large commit).
+    package func observe(latestOf readings: some Sequence<HLCTimestamp>) {
+        if let latest = readings.max() { observe(latest) }
+    }
 }

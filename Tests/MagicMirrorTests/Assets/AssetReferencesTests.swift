@@ -34,4 +34,43 @@ import Testing
     @Test func aReferenceThatIsNotADigestIsReported() {
         #expect(digests(#"{"pad":"$$$$","file":{"$asset":"nope"}}"#).1 == #""nope""#)
     }
+
+    // MARK: A large commit, looked through in parallel parts
+
+    private static func digest(_ index: Int) -> String {
+        String(repeating: String(index % 10), count: 64)
+    }
+
+    /// A commit large enough to be looked through in parallel parts (one per core); the
+    /// records at `references` refer to an asset, those at `invalid` to a path.
+    private static func commit(references: [Int: Int] = [:], invalid: [Int] = []) -> [RecordOperation] {
+        (0..<(ZoneState.operationsCheckedInParallel + 100)).map { index in
+            let fields = if let asset = references[index] {
+                "{\"file\":{\"$asset\":\"\(digest(asset))\",\"size\":1}}"
+            } else if invalid.contains(index) {
+                "{\"file\":{\"$asset\":\"../../etc/passwd\(index)\",\"size\":1}}"
+            } else {
+                "{\"n\":\(index)}"
+            }
+            return .save("r\(index)", fields: Data(fields.utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1_000))
+        }
+    }
+
+    @Test func theDigestsOfEveryPartAreCollected() throws {
+        let operations = Self.commit(references: [0: 1, 10: 2, 4_000: 3, 4_195: 1])
+        #expect(try AssetReferences.digests(in: operations) == [Self.digest(1), Self.digest(2), Self.digest(3)])
+        #expect(try AssetReferences.digests(in: Self.commit()).isEmpty)
+    }
+
+    @Test(arguments: [[5], [4_150], [30, 4_150], [4_100, 4_150]])
+    func theFirstInvalidReferenceInOrderIsReported(at invalid: [Int]) throws {
+        do {
+            _ = try AssetReferences.digests(in: Self.commit(references: [0: 1], invalid: invalid))
+            Issue.record("an invalid reference was accepted")
+        } catch {
+            #expect(error.kind == .invalidRecord)
+            #expect(error.recordIDs == ["r\(invalid[0])"])
+            #expect(error.message.contains("passwd\(invalid[0])"))
+        }
+    }
 }

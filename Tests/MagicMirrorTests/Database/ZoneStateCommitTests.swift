@@ -96,6 +96,62 @@ import Testing
         #expect(state.records["a"]?.created == recreated.modified)
     }
 
+    // MARK: prepare
+
+    /// A state of `count` records, `r0`, `r1`, … at version 1, and a large commit over
+    /// them and as many new ones (decided in parallel parts).
+    private static func stateAndLargeCommit(stored count: Int) -> (ZoneState, [RecordOperation]) {
+        var state = ZoneState()
+        state.apply((0..<count).map { record("r\($0)", version: 1, number: $0) }, sequence: 1)
+        let operations = (0..<(ZoneState.operationsCheckedInParallel + 100)).map { index -> RecordOperation in
+            index.isMultiple(of: 7)
+                ? .delete("r\(index)", baseVersion: index < count ? 1 : 0, timestamp: HLCTimestamp(millis: 5_000, counter: UInt32(index)))
+                : .save("r\(index)", fields: Data("{\"m\":\(index)}".utf8), baseVersion: index < count ? 1 : 0,
+                        timestamp: HLCTimestamp(millis: 5_000, counter: UInt32(index)))
+        }
+        return (state, operations)
+    }
+
+    @Test func aLargeCommitStoresWhatAPlanInOrderStores() throws {
+        let (state, operations) = Self.stateAndLargeCommit(stored: 3_000)
+        let prepared = try state.prepare(operations, writer: "writer-b").get()
+        guard case .apply(let planned) = CommitPlan(operations, writer: "writer-b", stored: { state.records[$0] }) else {
+            Issue.record("the plan in order refused the commit")
+            return
+        }
+        #expect(prepared == planned)
+        #expect(prepared[1]?.version == 2)
+        #expect(prepared[1]?.created == Self.record("r1", version: 1, number: 1).modified)
+        #expect(prepared[3_500]?.version == 1)
+        #expect(prepared[3_500]?.created == operations[3_500].timestamp)
+    }
+
+    @Test(arguments: [10, 4_150])
+    func aConflictAnywhereInALargeCommitRefusesItWhole(at index: Int) throws {
+        let (state, large) = Self.stateAndLargeCommit(stored: 3_000)
+        var operations = large
+        operations[index] = .save(
+            "r\(index)", fields: Data("{}".utf8), baseVersion: 4, timestamp: HLCTimestamp(millis: 6_000))
+        guard case .failure(let conflict) = state.prepare(operations, writer: "writer-b") else {
+            Issue.record("a commit with a conflict was prepared")
+            return
+        }
+        #expect(conflict.outcome.results.count == operations.count)
+        #expect(conflict.outcome.results[index] == .conflict(current: state.records["r\(index)"]))
+        #expect(conflict.outcome.results.filter { $0 == .notApplied }.count == operations.count - 1)
+    }
+
+    @Test func aRetryInALargeCommitStoresNothingForIt() throws {
+        let (state, operations) = Self.stateAndLargeCommit(stored: 3_000)
+        var retried = operations
+        retried[8] = .save(
+            "r8", fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1_008, counter: 0))
+        let prepared = try state.prepare(retried, writer: Self.writer).get()
+        #expect(prepared[8] == nil)
+        #expect(prepared.filter { $0 == nil }.count == 1)
+        #expect(prepared[9]?.version == 2)
+    }
+
     // MARK: validate
 
     /// A commit large enough that its operations are first checked in parallel parts.

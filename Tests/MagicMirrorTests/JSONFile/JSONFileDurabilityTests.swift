@@ -143,6 +143,57 @@ import Testing
         #expect(try storedIDs(in: db.directory(of: zone)) == ["a", "b", "c"], "each stored exactly once")
     }
 
+    /// A commit large enough that its outcome and notifications are made while its append
+    /// is written and flushed: what it returns and announces is what a small one would.
+    @Test func aLargeCommitReturnsAndAnnouncesEveryRecordAsStored() async throws {
+        let directory = try TemporaryDirectory("large-commit")
+        defer { directory.remove() }
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let received = MutexBox<[RemoteNotification]>([])
+        let subscription = try db.subscribe(to: zone) { note in received.update { $0.append(note) } }
+        defer { subscription.cancel() }
+        let ids = (0..<(ZoneState.operationsCheckedInParallel + 50)).map { "r\($0)" }
+
+        for (round, base) in [(1, 0), (2, 1)] {
+            let outcome = try await db.commit(ids.map { jsonSave($0, ["v": base], base: base) }, to: zone)
+            #expect(outcome.token == ChangeToken(generation: 0, sequence: round))
+            let stored = try await db.fetch(ids, in: zone)
+            #expect(outcome.results == stored.map { CommitOutcome.Result.applied($0) })
+            #expect(stored.allSatisfy { $0.version == round })
+            let notes = received.value
+            #expect(notes.count == round)
+            #expect(notes.last?.recordIDs == ids)
+            #expect(notes.last?.reason == (round == 1 ? .created : .updated))
+            #expect(notes.last?.token == outcome.token)
+        }
+    }
+
+    @Test(arguments: [FileSystem.Operation.write, .fsync])
+    func aFailedLargeAppendLeavesNothingVisible(operation: FileSystem.Operation) async throws {
+        let directory = try TemporaryDirectory("inject-large")
+        defer { directory.remove() }
+        let faulty = FaultyFileSystem()
+        let db = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
+        let first = try await db.commit([jsonSave("a", ["v": 1])], to: zone)
+        let received = MutexBox<[String]>([])
+        let subscription = try db.subscribe(to: zone) { received.append(contentsOf: $0.recordIDs) }
+        defer { subscription.cancel() }
+        let ids = (0..<(ZoneState.operationsCheckedInParallel + 50)).map { "r\($0)" }
+
+        faulty.failNext(operation, errno: EIO, afterBytes: 40)
+        let refused = await expectMirrorError(.ioFailure) {
+            try await db.commit(ids.map { jsonSave($0, ["v": 1]) }, to: zone)
+        }
+        #expect(refused?.recordIDs == ids)
+        #expect(try await db.fetch(ids, in: zone).isEmpty)
+        #expect(try await db.currentToken(in: zone).sequence == first.token.sequence)
+        #expect(received.value.isEmpty, "nothing was announced")
+
+        let retry = try await db.commit(ids.map { jsonSave($0, ["v": 1]) }, to: zone)
+        #expect(retry.results.count == ids.count)
+        #expect(try await db.fetch(ids, in: zone).count == ids.count)
+    }
+
     /// The ids in a zone's snapshot and journal lines, in order, with repeats.
     private func storedIDs(in zoneDirectory: URL) throws -> [String] {
         let snapshot = zoneDirectory.appendingPathComponent("snapshot.json")

@@ -32,7 +32,7 @@ extension JSONFileEngine {
         }
         guard mayApply else { return nil }
         let clock = HybridLogicalClock.shared
-        for operation in operations { clock.observe(operation.timestamp) }
+        clock.observe(latestOf: operations.lazy.map(\.timestamp))
         let timestamp = clock.now()
         return try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {

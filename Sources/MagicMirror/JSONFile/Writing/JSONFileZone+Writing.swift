@@ -80,6 +80,10 @@ extension JSONFileZone {
                 // append that did not reach its end.
                 // Sized once: a large batch's buffer grown by doubling copied and faulted in
                 // about twice its size (perf: a third of a 100,000-record commit).
+                let storedCount = plans.reduce(0) { count, plan in
+                    guard case .write(_, let changed, _) = plan else { return count }
+                    return count + changed.count
+                }
                 var lines = JSONFileFormat.JournalAppend(capacity: plans.reduce(0) { size, plan in
                     guard case .write(_, let changed, _) = plan else { return size }
                     return changed.reduce(size) { $0 + JSONFileFormat.journalLineCapacity(for: $1) }
@@ -97,13 +101,35 @@ extension JSONFileZone {
                     durable = durable || accepted[index].durable
                 }
                 var writeError: MirrorError?
+                /// The state with every commit of the batch applied, and their results,
+                /// made on the other core while a large append is written and flushed (for
+                /// a small one, handing work to another thread costs more than it saves);
+                /// used only when the append succeeds.
+                var appliedAlongside: (state: ZoneState, applied: AppliedPlans)?
                 if lines.count > 0 {
-                    do throws(MirrorError) {
-                        // Consumed, so that sealing writes into the only reference to the
-                        // bytes rather than a copy of them.
-                        try append(&disk, (consume lines).sealed(), durable: durable)
-                    } catch {
-                        writeError = error
+                    // Consumed, so that sealing writes into the only reference to the bytes
+                    // rather than a copy of them.
+                    let parts = (consume lines).sealed()
+                    func write() {
+                        do throws(MirrorError) {
+                            try append(&disk, parts, durable: durable)
+                        } catch {
+                            writeError = error
+                        }
+                    }
+                    // Applied to a copy of the state, which costs a copy of its table: worth
+                    // it while the table is no larger than what the batch adds to it.
+                    if storedCount >= JSONFileFormat.linesBuiltInParallel,
+                       memory.withLock({ $0.records.count }) <= storedCount
+                    {
+                        let requests = accepted
+                        appliedAlongside = BatchJSONCoding.run(write) {
+                            var state = memory.withLock { $0 }
+                            let applied = apply(plans, of: requests, to: &state, writer: writerID)
+                            return (state, applied)
+                        }
+                    } else {
+                        write()
                     }
                 }
                 if writeError != nil, disk.appendWasVisible {
@@ -120,24 +146,17 @@ extension JSONFileZone {
 
                 // Apply what was written, in order.
                 memory.withLock { state in
-                    for (index, plan) in plans.enumerated() {
-                        let operations = accepted[index].operations
-                        switch plan {
-                        case .conflict(let outcome):
-                            results[index] = .success(outcome)
-                        case .unchanged(let prepared):
-                            results[index] = .success(state.outcome(for: prepared, of: operations))
-                        case .write(let prepared, let changed, let sequence):
-                            if let writeError {
-                                results[index] = .failure(writeError.adding(recordIDs: operations.map(\.recordID)))
-                                continue
-                            }
-                            state.apply(changed, sequence: sequence)
-                            results[index] = .success(state.outcome(for: prepared, of: operations))
-                            notifications += state.notifications(
-                                for: changed, databaseIdentifier: context.identifier, zone: zone, writer: writerID)
-                        }
+                    let applied: AppliedPlans
+                    if let writeError {
+                        applied = failing(plans, of: accepted, with: writeError, in: state)
+                    } else if let (next, made) = appliedAlongside.take() {
+                        state = next
+                        applied = made
+                    } else {
+                        applied = apply(plans, of: accepted, to: &state, writer: writerID)
                     }
+                    results = applied.results
+                    notifications += applied.notifications
                 }
                 let threshold = accepted.map(\.compactionThreshold).min() ?? Int.max
                 if disk.journalEnd > max(disk.snapshot?.size ?? 0, threshold) {
@@ -157,6 +176,52 @@ extension JSONFileZone {
         if busy { return nil }
         if let compactionThreshold { scheduleCompaction(threshold: compactionThreshold) }
         return (results, leftover)
+    }
+
+    /// The results of a batch's commits once applied, and the notifications they make.
+    struct AppliedPlans {
+        var results: [Result<CommitOutcome, MirrorError>]
+        var notifications: [RemoteNotification]
+    }
+
+    /// Applies the commits of a written batch to `state`, in order, with what each returns
+    /// and tells subscribers.
+    private func apply(
+        _ plans: [Plan], of requests: [CommitRequest], to state: inout ZoneState, writer: String
+    ) -> AppliedPlans {
+        var applied = AppliedPlans(results: [], notifications: [])
+        applied.results.reserveCapacity(plans.count)
+        for (index, plan) in plans.enumerated() {
+            let operations = requests[index].operations
+            switch plan {
+            case .conflict(let outcome):
+                applied.results.append(.success(outcome))
+            case .unchanged(let prepared):
+                applied.results.append(.success(state.outcome(for: prepared, of: operations)))
+            case .write(let prepared, let changed, let sequence):
+                state.apply(changed, sequence: sequence)
+                applied.results.append(.success(state.outcome(for: prepared, of: operations)))
+                applied.notifications += state.notifications(
+                    for: changed, databaseIdentifier: context.identifier, zone: zone, writer: writer)
+            }
+        }
+        return applied
+    }
+
+    /// The results of a batch whose append failed with `error`: its writing commits fail,
+    /// the others are answered from `state`, which is left as it was.
+    private func failing(
+        _ plans: [Plan], of requests: [CommitRequest], with error: MirrorError, in state: ZoneState
+    ) -> AppliedPlans {
+        let results = plans.enumerated().map { index, plan -> Result<CommitOutcome, MirrorError> in
+            let operations = requests[index].operations
+            switch plan {
+            case .conflict(let outcome): return .success(outcome)
+            case .unchanged(let prepared): return .success(state.outcome(for: prepared, of: operations))
+            case .write: return .failure(error.adding(recordIDs: operations.map(\.recordID)))
+            }
+        }
+        return AppliedPlans(results: results, notifications: [])
     }
 
     /// Appends `parts`, one after the other, to the journal (creating it if needed) and
