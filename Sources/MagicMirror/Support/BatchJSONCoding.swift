@@ -111,8 +111,10 @@ package enum BatchJSONCoding {
         return concurrently(parts) { index in part((count * index / parts)..<(count * (index + 1) / parts)) }
     }
 
-    /// `element(i)` for every `i` in `0..<count`, in order, each computed on a thread of its
-    /// own, at once (for a few large pieces of work, such as the parts of a file).
+    /// `element(i)` for every `i` in `0..<count`, in order, computed in parallel where cores
+    /// are free (`DispatchQueue.concurrentPerform`; nothing guarantees a thread per element,
+    /// so no element may wait for another): for a few large pieces of work, such as the
+    /// parts of a file.
     package static func concurrently<Element>(_ count: Int, _ element: @Sendable (Int) -> Element) -> [Element] {
         [Element](unsafeUninitializedCapacity: count) { buffer, initialized in
             let output = ResultsBuffer(buffer: buffer)

@@ -190,9 +190,12 @@ extension JSONFileZone {
                 throw located(MirrorError.posix(error.code, "read", file: path(name)))
             }
             var parser = JSONFileFormat.LineParser()
-            let base = UnsafePointer(bytes.base.assumingMemoryBound(to: UInt8.self))
-            scan = JSONFileFormat.scanJournal(base, count: bytes.count, after: sequence, parser: &parser)
-            dataEnd = JSONFileFormat.dataEnd(base, count: bytes.count)
+            // The bytes stay alive (mapped) while the scan reads them through `base`.
+            (scan, dataEnd) = withExtendedLifetime(bytes) { bytes in
+                let base = UnsafePointer(bytes.base.assumingMemoryBound(to: UInt8.self))
+                let scan = JSONFileFormat.scanJournal(base, count: bytes.count, after: sequence, parser: &parser)
+                return (scan, JSONFileFormat.dataEnd(base, count: bytes.count))
+            }
             if !scan.orphaned || underLock || shortened { break }
             count = scan.consumed
             shortened = true
