@@ -39,15 +39,41 @@ import Testing
         return writer.bytes
     }
 
-    /// Reads `bytes` in pieces of `pieceSize`, in parallel parts from `partsFrom` bytes.
-    static func read(
-        _ bytes: [UInt8], pieceSize: Int, partsFrom: Int = JSONFileFormat.snapshotSizeReadInParts
-    ) throws -> Contents {
-        try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: pieceSize, partsFrom: partsFrom) { buffer, offset in
+    /// A snapshot's reading function over `bytes`, which fails with `failing(offset)` when
+    /// that is not `nil`.
+    static func reader(
+        _ bytes: [UInt8], failing: @escaping @Sendable (Int) -> Int32? = { _ in nil }
+    ) -> @Sendable (UnsafeMutableRawBufferPointer, Int) throws(FileSystem.Failure) -> Int {
+        { buffer, offset throws(FileSystem.Failure) in
+            if let code = failing(offset) { throw FileSystem.Failure(operation: .open, code: code) }
             let count = min(buffer.count, bytes.count - offset)
             for index in 0..<count { buffer[index] = bytes[offset + index] }
             return count
         }
+    }
+
+    /// Reads `bytes` in pieces of `pieceSize`, in parallel parts from `partsFrom` bytes,
+    /// through a function that fails with `failing(offset)` when that is not `nil`.
+    static func read(
+        _ bytes: [UInt8], pieceSize: Int, partsFrom: Int = JSONFileFormat.snapshotSizeReadInParts,
+        failing: @escaping @Sendable (Int) -> Int32? = { _ in nil }
+    ) throws -> Contents {
+        try JSONFileFormat.readSnapshot(
+            size: bytes.count, pieceSize: pieceSize, partsFrom: partsFrom, read: reader(bytes, failing: failing))
+    }
+
+    /// Writes `bytes` to the file `name` in `directory` and calls `body` with a read-write
+    /// descriptor of it, closed after.
+    static func withFile<Result>(
+        _ bytes: [UInt8], in directory: TemporaryDirectory, named name: String = "snapshot.json",
+        _ body: (Int32) throws -> Result
+    ) throws -> Result {
+        let url = directory.url.appendingPathComponent(name)
+        try Data(bytes).write(to: url)
+        let fd = open(url.path, O_RDWR)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        return try body(fd)
     }
 
     /// The offset of the line that starts with `prefix`.
@@ -101,11 +127,7 @@ import Testing
     func aFileReadInPartsGivesWhatAReadInOrderGives(count: Int) throws {
         let records = Self.records(count)
         let plain = Self.snapshot(records)
-        let bounds = JSONFileFormat.partBounds(size: plain.count, from: 0) { buffer, offset in
-            let got = min(buffer.count, plain.count - offset)
-            for index in 0..<got { buffer[index] = plain[offset + index] }
-            return got
-        }
+        let bounds = JSONFileFormat.partBounds(size: plain.count, from: 0, read: Self.reader(plain))
         let cores = BatchJSONCoding.processorCount
         #expect(bounds.first == 0 && bounds.last == plain.count && bounds.count <= cores + 1)
         if cores > 1 { #expect(bounds.count > 2, "a file of \(count) records is read in parts") }
@@ -130,12 +152,7 @@ import Testing
         let bytes = Self.snapshot(Self.records(300))
         let laterPart = bytes.count / 2 + 1
         #expect {
-            try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: 256, partsFrom: 0) { buffer, offset throws(FileSystem.Failure) in
-                if offset > laterPart { throw FileSystem.Failure(operation: .open, code: EIO) }
-                let count = min(buffer.count, bytes.count - offset)
-                for index in 0..<count { buffer[index] = bytes[offset + index] }
-                return count
-            }
+            try Self.read(bytes, pieceSize: 256, partsFrom: 0) { $0 > laterPart ? EIO : nil }
         } throws: { error in
             guard case .read(let failure)? = error as? JSONFileFormat.SnapshotReadFailure else { return false }
             return failure.code == EIO
@@ -187,15 +204,12 @@ import Testing
     private func readChanging(
         _ bytes: [UInt8], in directory: TemporaryDirectory, pieceSize: Int, change: @Sendable (Int32) -> Void
     ) throws -> Contents {
-        let url = directory.url.appendingPathComponent("snapshot.json")
-        try Data(bytes).write(to: url)
-        let fd = open(url.path, O_RDWR)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        let reads = ReadCounter()
-        return try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: pieceSize) { buffer, offset throws(FileSystem.Failure) in
-            if reads.next() == 2 { change(fd) }
-            return try JSONFileIO.read(fd, into: buffer, at: offset)
+        try Self.withFile(bytes, in: directory) { fd in
+            let reads = ReadCounter()
+            return try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: pieceSize) { buffer, offset throws(FileSystem.Failure) in
+                if reads.next() == 2 { change(fd) }
+                return try JSONFileIO.read(fd, into: buffer, at: offset)
+            }
         }
     }
 
@@ -205,12 +219,7 @@ import Testing
         let bytes = Self.snapshot(Self.records(30))
         let reads = ReadCounter()
         #expect {
-            try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: 100) { buffer, offset throws(FileSystem.Failure) in
-                if reads.next() == 3 { throw FileSystem.Failure(operation: .open, code: EIO) }
-                let count = min(buffer.count, bytes.count - offset)
-                for index in 0..<count { buffer[index] = bytes[offset + index] }
-                return count
-            }
+            try Self.read(bytes, pieceSize: 100) { _ in reads.next() == 3 ? EIO : nil }
         } throws: { error in
             guard case .read(let failure)? = error as? JSONFileFormat.SnapshotReadFailure else { return false }
             return failure.code == EIO

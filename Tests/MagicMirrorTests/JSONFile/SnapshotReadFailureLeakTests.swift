@@ -26,12 +26,7 @@ import Testing
             let before = Self.allocated()
             for _ in 0..<rounds {
                 let reads = ReadCounter()
-                _ = try? JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: 256) { buffer, offset throws(FileSystem.Failure) in
-                    if reads.next() == 3 { throw FileSystem.Failure(operation: .open, code: EIO) }
-                    let count = min(buffer.count, bytes.count - offset)
-                    for index in 0..<count { buffer[index] = bytes[offset + index] }
-                    return count
-                }
+                _ = try? JSONFileSnapshotReadingTests.read(bytes, pieceSize: 256) { _ in reads.next() == 3 ? EIO : nil }
             }
             return Self.allocated() - before
         }.min() ?? 0

@@ -11,20 +11,6 @@ import Testing
     typealias Contents = JSONFileFormat.SnapshotContents
     typealias Reading = JSONFileSnapshotReadingTests
 
-    /// Reads `bytes` in pieces of `pieceSize`, in parts from `partsFrom` bytes, through a
-    /// function that fails with `failing(offset)` when it is not `nil`.
-    static func read(
-        _ bytes: [UInt8], pieceSize: Int, partsFrom: Int, failing: @escaping @Sendable (Int) -> Int32? = { _ in nil }
-    ) throws -> Contents {
-        try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: pieceSize, partsFrom: partsFrom) {
-            buffer, offset throws(FileSystem.Failure) in
-            if let code = failing(offset) { throw FileSystem.Failure(operation: .open, code: code) }
-            let count = min(buffer.count, bytes.count - offset)
-            for index in 0..<count { buffer[index] = bytes[offset + index] }
-            return count
-        }
-    }
-
     /// The snapshot failure a reading throws, `nil` when it throws none.
     static func failure(_ reading: () throws -> Contents) -> JSONFileFormat.SnapshotReadFailure? {
         do {
@@ -66,10 +52,10 @@ import Testing
         let records = Reading.records(24)
         for pad in 0..<300 {
             let bytes = Self.snapshot(records, pad: pad, lineEnd: lineEnd, blankEvery: 5, damaged: [11, 12])
-            let inOrder = try Self.read(bytes, pieceSize: bytes.count, partsFrom: .max)
+            let inOrder = try Reading.read(bytes, pieceSize: bytes.count, partsFrom: .max)
             #expect(inOrder.records.count == 22 && inOrder.bad.count == 2 && inOrder.header?.sequence == 42)
             for pieceSize in [7, 1 << 20] {
-                let inParts = try Self.read(bytes, pieceSize: pieceSize, partsFrom: 0)
+                let inParts = try Reading.read(bytes, pieceSize: pieceSize, partsFrom: 0)
                 #expect(Reading.same(inParts, inOrder), "pad \(pad), piece size \(pieceSize)")
             }
         }
@@ -102,9 +88,9 @@ import Testing
         files.append(("a newline alone", [0x0A]))
         files.append(("two newlines", [0x0A, 0x0A]))
         for (name, bytes) in files {
-            let inOrder = try Self.read(bytes, pieceSize: 1 << 20, partsFrom: .max)
+            let inOrder = try Reading.read(bytes, pieceSize: 1 << 20, partsFrom: .max)
             for pieceSize in [5, 1 << 20] {
-                let inParts = try Self.read(bytes, pieceSize: pieceSize, partsFrom: 0)
+                let inParts = try Reading.read(bytes, pieceSize: pieceSize, partsFrom: 0)
                 #expect(Reading.same(inParts, inOrder), "\(name), piece size \(pieceSize)")
             }
         }
@@ -123,12 +109,12 @@ import Testing
         let at = try #require((0..<64).first { Array(bytes[$0..<($0 + format.count)]) == format })
         var unknown = bytes
         unknown[at + format.count - 1] = UInt8(ascii: "9")
-        let inOrder = Self.failure { try Self.read(unknown, pieceSize: 256, partsFrom: .max, failing: laterFails) }
+        let inOrder = Self.failure { try Reading.read(unknown, pieceSize: 256, partsFrom: .max, failing: laterFails) }
         guard case .problem(.unsupportedFormat(9))? = inOrder else {
             Issue.record("a read in order stops at the header: \(String(describing: inOrder))")
             return
         }
-        let inParts = Self.failure { try Self.read(unknown, pieceSize: 256, partsFrom: 0, failing: laterFails) }
+        let inParts = Self.failure { try Reading.read(unknown, pieceSize: 256, partsFrom: 0, failing: laterFails) }
         guard case .problem(.unsupportedFormat(9))? = inParts else {
             Issue.record("a read in parts gives \(String(describing: inParts)), not the unknown format")
             return
@@ -146,7 +132,7 @@ import Testing
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         for partsFrom in [Int.max, 0] {
-            let failure = Self.failure { try Self.read(bytes, pieceSize: 256, partsFrom: partsFrom, failing: failing) }
+            let failure = Self.failure { try Reading.read(bytes, pieceSize: 256, partsFrom: partsFrom, failing: failing) }
             guard case .read(let read)? = failure else {
                 Issue.record("parts from \(partsFrom): \(String(describing: failure))", sourceLocation: sourceLocation)
                 continue
@@ -175,23 +161,20 @@ import Testing
         let directory = try TemporaryDirectory("review8-emptied")
         defer { directory.remove() }
         let bytes = Reading.snapshot(Reading.records(300))
-        let url = directory.url.appendingPathComponent("snapshot.json")
-        try Data(bytes).write(to: url)
-        let fd = open(url.path, O_RDWR)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        let reads = ReadCounter()
-        let contents = try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: 256, partsFrom: 0) {
-            buffer, offset throws(FileSystem.Failure) in
-            let got = try JSONFileIO.read(fd, into: buffer, at: offset)
-            // The first read is the search for the first split, past the header.
-            if reads.next() == 1 {
-                #expect(offset > 0)
-                #expect(ftruncate(fd, 0) == 0)
+        let contents = try Reading.withFile(bytes, in: directory) { fd in
+            let reads = ReadCounter()
+            return try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: 256, partsFrom: 0) {
+                buffer, offset throws(FileSystem.Failure) in
+                let got = try JSONFileIO.read(fd, into: buffer, at: offset)
+                // The first read is the search for the first split, past the header.
+                if reads.next() == 1 {
+                    #expect(offset > 0)
+                    #expect(ftruncate(fd, 0) == 0)
+                }
+                return got
             }
-            return got
         }
-        let empty = try Self.read([], pieceSize: 256, partsFrom: .max)
+        let empty = try Reading.read([], pieceSize: 256, partsFrom: .max)
         #expect(empty.header?.generation == 0 && empty.header?.sequence == 0)
         #expect(Reading.same(contents, empty), "header \(String(describing: contents.header)), \(contents.records.count) records")
     }
@@ -206,25 +189,22 @@ import Testing
         let bytes = Reading.snapshot(Reading.records(300))
         let cutAt = bytes.count - bytes.count / 4 - 3
         func readChanging(partsFrom: Int) throws -> Contents {
-            let url = directory.url.appendingPathComponent("snapshot-\(partsFrom).json")
-            try Data(bytes).write(to: url)
-            let fd = open(url.path, O_RDWR)
-            try #require(fd >= 0)
-            defer { close(fd) }
-            let changed = Mutex(false)
-            return try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: 256, partsFrom: partsFrom) {
-                buffer, offset throws(FileSystem.Failure) in
-                changed.withLock { done in
-                    guard !done else { return }
-                    done = true
-                    if cut {
-                        #expect(ftruncate(fd, off_t(cutAt)) == 0)
-                    } else {
-                        var more = Array("{\"id\":\"late\",\"version\":1,\"fields\":{}}\n".utf8)
-                        #expect(pwrite(fd, &more, more.count, off_t(bytes.count)) == more.count)
+            try Reading.withFile(bytes, in: directory, named: "snapshot-\(partsFrom).json") { fd in
+                let changed = Mutex(false)
+                return try JSONFileFormat.readSnapshot(size: bytes.count, pieceSize: 256, partsFrom: partsFrom) {
+                    buffer, offset throws(FileSystem.Failure) in
+                    changed.withLock { done in
+                        guard !done else { return }
+                        done = true
+                        if cut {
+                            #expect(ftruncate(fd, off_t(cutAt)) == 0)
+                        } else {
+                            var more = Array("{\"id\":\"late\",\"version\":1,\"fields\":{}}\n".utf8)
+                            #expect(pwrite(fd, &more, more.count, off_t(bytes.count)) == more.count)
+                        }
                     }
+                    return try JSONFileIO.read(fd, into: buffer, at: offset)
                 }
-                return try JSONFileIO.read(fd, into: buffer, at: offset)
             }
         }
         let inOrder = try readChanging(partsFrom: .max)
@@ -279,7 +259,7 @@ import Testing
             let before = SnapshotReadFailureLeakTests.allocated()
             for _ in 0..<rounds {
                 let failure = Self.failure {
-                    try Self.read(bytes, pieceSize: 256, partsFrom: 0) { $0 > split + 600 ? EIO : nil }
+                    try Reading.read(bytes, pieceSize: 256, partsFrom: 0) { $0 > split + 600 ? EIO : nil }
                 }
                 if case .read? = failure {} else { Issue.record("the read did not fail: \(String(describing: failure))") }
             }
