@@ -167,7 +167,7 @@ struct PullTracker<Record: Recordable>: Sendable {
     /// Takes the remote version held back for `id`, if it is still the latest stored one
     /// (the mirror's own commit may have superseded it).
     mutating func takeHeldBack(_ id: String) -> HeldBack? {
-        guard hasHeldBack, let held = heldBack.removeValue(forKey: id), storedRecords[id]?.version == held.record.version else {
+        guard let held = heldBack.removeValue(forKey: id), storedRecords[id]?.version == held.record.version else {
             return nil
         }
         return held
