@@ -240,7 +240,7 @@ public final class Mirror<Record: Recordable>: Sendable {
         let membership = try ZoneSubscriptions.join(self, database: database, zone: zone)
         core.withLock { $0.subscription = membership }
         var set = try await database.fetchAll(in: zone)
-        var decoded = schema.decodeInOrder(set.records)
+        var decoded = schema.decodeAll(set.records)
         let effects = core.withLock { engine in
             engine.load(&set, decoded: &decoded)
             return engine.drain(owner: self)

@@ -34,9 +34,25 @@ package enum BatchJSONCoding {
     package static func decodeInOrder<Record: Decodable & Sendable>(
         _ records: some Collection<StoredRecord>, as type: Record.Type, with decoder: JSONDecoder
     ) -> [Result<Record, any Error>?] {
+        decodeAll(records, as: type, with: decoder).results
+    }
+
+    /// Decodes the fields of every record in `records`, packed: position `i` is the `i`th
+    /// record, missing for a tombstone or a record whose fields did not decode.
+    package static func decodeAll<Record: Decodable & Sendable>(
+        _ records: some Collection<StoredRecord>, as type: Record.Type, with decoder: JSONDecoder
+    ) -> DecodedRecords<Record> {
         if DirectJSONDecoder.canStandIn(for: decoder) {
             return decodeDirectly(Array(records), as: type, with: decoder)
         }
+        return DecodedRecords(decodeJoined(records, as: type, with: decoder))
+    }
+
+    /// Decodes the fields of every record with `decoder`: the live records' fields joined
+    /// into one array, decoded with one call, or one call per record when that fails.
+    private static func decodeJoined<Record: Decodable & Sendable>(
+        _ records: some Collection<StoredRecord>, as type: Record.Type, with decoder: JSONDecoder
+    ) -> [Result<Record, any Error>?] {
         var liveCount = 0
         var joinedSize = 2
         for record in records {
@@ -72,16 +88,49 @@ package enum BatchJSONCoding {
 
     /// Decodes each record's fields where they lie with ``DirectJSONDecoder`` (no joined
     /// copy), falling back to `decoder` for a record it declines; large batches are split
-    /// into one part per core, decoded in parallel.
+    /// across the cores. Each part writes its values side by side from the start of its
+    /// range in one array; the parts are then moved together, so the values are packed
+    /// without a second array.
     private static func decodeDirectly<Record: Decodable & Sendable>(
         _ records: [StoredRecord], as type: Record.Type, with decoder: JSONDecoder
-    ) -> [Result<Record, any Error>?] {
-        inParallelParts(records.count, state: {}) { _, index in
-            records[index].fields.map { fields in
-                if let value = try? DirectJSONDecoder.decode(type, from: fields) { return .success(value) }
-                return Result { try decoder.decode(type, from: fields) }
+    ) -> DecodedRecords<Record> {
+        var missing: [(position: Int, error: (any Error)?)] = []
+        let values = [Record](unsafeUninitializedCapacity: records.count) { buffer, initialized in
+            let output = ResultsBuffer(buffer: buffer)
+            let parts = inParallelRanges(records.count) { range in
+                var written = 0
+                var missing: [(position: Int, error: (any Error)?)] = []
+                for position in range {
+                    guard let fields = records[position].fields else {
+                        missing.append((position, nil))
+                        continue
+                    }
+                    do {
+                        let value: Record
+                        if let direct = try? DirectJSONDecoder.decode(type, from: fields) {
+                            value = direct
+                        } else {
+                            value = try decoder.decode(type, from: fields)
+                        }
+                        (output.buffer.baseAddress! + range.lowerBound + written).initialize(to: value)
+                        written += 1
+                    } catch {
+                        missing.append((position, error))
+                    }
+                }
+                return (start: range.lowerBound, written: written, missing: missing)
+            }
+            initialized = 0
+            guard let base = buffer.baseAddress else { return }
+            for part in parts {
+                if part.start != initialized {
+                    (base + initialized).moveInitialize(from: base + part.start, count: part.written)
+                }
+                initialized += part.written
+                missing += part.missing
             }
         }
+        return DecodedRecords(values: values, missing: missing, count: records.count)
     }
 
     /// `element(&state, i)` for every `i` in `0..<count`, in order; for large counts computed

@@ -72,14 +72,14 @@ struct SyncEngine<Record: Recordable> {
 
     // MARK: Loading
 
-    /// Takes the whole zone as the initial content. `decoded[i]` holds the result of
-    /// decoding `set.records[i]` (`nil` for a tombstone).
+    /// Takes the whole zone as the initial content. Position `i` of `decoded` is what
+    /// decoding `set.records[i]` gave.
     ///
     /// Empties `set.records` and `decoded` once they are taken, before the shown records'
-    /// tables are built, so that opening a large zone does not hold both at once.
-    mutating func load(_ set: inout ChangeSet, decoded: inout [Result<Record, any Error>?]) {
-        var shown: [Record] = []
-        shown.reserveCapacity(set.records.count)
+    /// tables are built, so that opening a large zone does not hold both at once. When the
+    /// records come in the order they are shown (usually), the decoded values become the
+    /// shown array as they are, without a copy.
+    mutating func load(_ set: inout ChangeSet, decoded: inout DecodedRecords<Record>) {
         var newest = HLCTimestamp.zero
         // Each shown record's id, as the stored record's string when it has the same bytes:
         // the mirror's tables then share the database's strings instead of holding copies.
@@ -88,6 +88,7 @@ struct SyncEngine<Record: Recordable> {
         // ids then serves as it is, shared until either side adds or removes a record.
         var ids: [String]?
         let table: IDMap<StoredRecord>?
+        var shown: [Record] = []
         do {
             let stored = set.records
             // Creation order, the same in every process (see Views/CreationOrder.swift). A
@@ -104,6 +105,22 @@ struct SyncEngine<Record: Recordable> {
                 ids = []
                 ids!.reserveCapacity(stored.count)
             }
+            // In order, the values are shown as they are: `shown` takes them, and the walk
+            // below finds each record's value at the next position of `shown`, skipping the
+            // missing positions as it meets them. Out of order, each value is looked up.
+            let values: [Record]
+            let valueIndices: [Int]?
+            if inOrder {
+                swap(&shown, &decoded.values)
+                values = []
+                valueIndices = nil
+            } else {
+                values = decoded.values
+                valueIndices = decoded.valueIndices
+                shown.reserveCapacity(values.count)
+            }
+            var nextValue = 0
+            var nextMissing = 0
             // The ids of the records shown so far, while they are `stored[..<position]`.
             func formIDs(upTo position: Int) {
                 var formed: [String] = []
@@ -115,14 +132,24 @@ struct SyncEngine<Record: Recordable> {
                 let index = order?[position] ?? position
                 let record = stored[index]
                 if record.modified > newest { newest = record.modified }
-                guard !record.isDeleted, case .success(let value)? = decoded[index] else {
+                let value: Record?
+                if let valueIndices {
+                    value = valueIndices[index] >= 0 ? values[valueIndices[index]] : nil
+                } else if nextMissing < decoded.missing.count, decoded.missing[nextMissing].position == index {
+                    value = nil
+                    nextMissing += 1
+                } else {
+                    value = shown[nextValue]
+                    nextValue += 1
+                }
+                guard let value else {
                     if ids == nil { formIDs(upTo: position) }
-                    if !record.isDeleted, case .failure(let error)? = decoded[index] {
+                    if !record.isDeleted, let error = decoded.error(at: index) {
                         reportUndecodable(record, error: error)
                     }
                     continue
                 }
-                shown.append(value)
+                if !inOrder { shown.append(value) }
                 let id = value.recordID
                 let same = IDKey.same(id, record.id)
                 if ids == nil {
@@ -135,7 +162,7 @@ struct SyncEngine<Record: Recordable> {
         HybridLogicalClock.shared.observe(newest)
         pull.load(set)
         set.records = []
-        decoded = []
+        decoded = DecodedRecords()
         records.load(shown, ids: ids ?? table!.keys)
     }
 

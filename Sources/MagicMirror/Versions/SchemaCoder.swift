@@ -56,6 +56,12 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
     /// Decodes the fields of every record: element `i` belongs to the `i`th record, `nil` for
     /// a tombstone. Failures are ``StoredRecordProblem``s.
     package func decodeInOrder(_ records: some Collection<StoredRecord>) -> [Result<Record, any Error>?] {
+        decodeAll(records).results
+    }
+
+    /// Decodes the fields of every record, packed: position `i` is the `i`th record, missing
+    /// for a tombstone or with the ``StoredRecordProblem`` its fields gave.
+    package func decodeAll(_ records: some Collection<StoredRecord>) -> DecodedRecords<Record> {
         var migrationFailures: [Int: any Error] = [:]
         var prepared: [StoredRecord] = []
         let prepares = !migrations.isEmpty || sealer != nil
@@ -70,29 +76,30 @@ package struct SchemaCoder<Record: Recordable>: Sendable {
                 switch migrated[index] {
                 case .success(let fields)?: prepared[index].fields = fields
                 case .failure(let error)?:
+                    // Missing from the decoding, as a tombstone is; its error is set below.
                     migrationFailures[index] = error
-                    prepared[index].fields = Data("{}".utf8)
+                    prepared[index].fields = nil
                 case nil: break
                 }
             }
         }
-        var results = !prepares
-            ? BatchJSONCoding.decodeInOrder(records, as: Record.self, with: decoder)
-            : BatchJSONCoding.decodeInOrder(prepared, as: Record.self, with: decoder)
-        // Only failures are rewritten, in place: a pass over every result (a large zone
-        // opens with no failure at all) cost a fifth of opening one, in generic code.
-        var failed: [Int] = []
-        for index in results.indices {
-            if case .failure? = results[index] { failed.append(index) }
+        var decoded = !prepares
+            ? BatchJSONCoding.decodeAll(records, as: Record.self, with: decoder)
+            : BatchJSONCoding.decodeAll(prepared, as: Record.self, with: decoder)
+        // Only the missing positions are looked at: a large zone opens with none but its
+        // tombstones.
+        guard !decoded.missing.isEmpty else { return decoded }
+        var stored: [StoredRecord]?
+        for index in decoded.missing.indices {
+            let position = decoded.missing[index].position
+            if let failure = migrationFailures[position] {
+                decoded.missing[index].error = failure
+            } else if let error = decoded.missing[index].error {
+                stored = stored ?? Array(records)
+                decoded.missing[index].error = storedProblem(error, fields: stored![position].fields)
+            }
         }
-        guard !failed.isEmpty || !migrationFailures.isEmpty else { return results }
-        let stored = Array(records)
-        for index in failed {
-            guard case .failure(let error)? = results[index] else { continue }
-            results[index] = .failure(storedProblem(error, fields: stored[index].fields))
-        }
-        for (index, failure) in migrationFailures { results[index] = .failure(failure) }
-        return results
+        return decoded
     }
 
     /// What a stored record's fields that did not decode are reported as.

@@ -186,6 +186,49 @@ private struct Keeper: Decodable {
         #expect(!DirectJSONDecoder.canStandIn(for: keys))
     }
 
+    /// Packed, a large batch decoded in parts keeps each value in its record's order, with
+    /// the tombstones and failures of every part as its missing positions, in order.
+    @Test func aLargeBatchIsPackedInOrderAcrossItsParts() throws {
+        let count = BatchJSONCoding.recordsPerParallelPart * 3 + 17
+        let bad: Set = [0, 3, count / 3, count / 2, count / 2 + 1, count - 1]
+        let records = (0..<count).map { index in
+            StoredRecord(
+                id: "r\(index)", version: 1,
+                fields: index % 97 == 5 ? nil
+                    : Data((bad.contains(index) ? #"{"id":"r","n":"x"}"# : #"{"id":"r\#(index)","n":\#(index)}"#).utf8),
+                modified: .zero, writer: "w")
+        }
+        let decoded = BatchJSONCoding.decodeAll(records, as: Item.self, with: JSONDecoder())
+        let live = (0..<count).filter { $0 % 97 != 5 && !bad.contains($0) }
+        #expect(decoded.count == count)
+        #expect(decoded.values == live.map { Item(id: "r\($0)", n: $0) })
+        #expect(decoded.missing.map(\.position) == (0..<count).filter { $0 % 97 == 5 || bad.contains($0) })
+        for (position, error) in decoded.missing {
+            #expect((error is DecodingError) == bad.contains(position), "\(position)")
+            #expect((decoded.error(at: position) is DecodingError) == bad.contains(position), "\(position)")
+        }
+        #expect(decoded.error(at: live[0]) == nil)
+        let indices = decoded.valueIndices
+        for (index, position) in live.enumerated() { #expect(indices[position] == index) }
+    }
+
+    /// One result per record and the packed form carry the same thing both ways.
+    @Test func resultsAndThePackedFormCarryTheSameThing() throws {
+        let results: [Result<Item, any Error>?] = [
+            nil, .success(Item(id: "a", n: 1)), .failure(CocoaError(.coderReadCorrupt)), .success(Item(id: "b", n: 2)), nil,
+        ]
+        let packed = DecodedRecords(results)
+        #expect(packed.values == [Item(id: "a", n: 1), Item(id: "b", n: 2)])
+        #expect(packed.missing.map(\.position) == [0, 2, 4])
+        #expect(packed.valueIndices == [-1, 0, -1, 1, -1])
+        let back = packed.results
+        #expect(back.count == 5)
+        #expect(back[0] == nil && back[4] == nil)
+        #expect(try back[1]?.get() == Item(id: "a", n: 1) && back[3].map { try? $0.get() } == Item(id: "b", n: 2))
+        #expect(throws: CocoaError.self) { try back[2]?.get() }
+        #expect(DecodedRecords<Item>([]).results.isEmpty)
+    }
+
     /// A large batch is decoded in parts on several threads; every result lines up with its
     /// record, and a bad record fails alone with JSONDecoder's error.
     @Test func largeBatchesLineUpAndFailPerRecord() throws {

@@ -14,13 +14,14 @@ import Testing
                 modified: HLCTimestamp(millis: 1_000 + Int64(index)), writer: "w")
         }
         var set = ChangeSet(records: stored, token: ChangeToken(generation: 1, sequence: 6), isComplete: true)
-        var decoded: [Result<Chore, any Error>?] = order.map { index in
+        var decoded = DecodedRecords<Chore>(order.map { index in
             index == 4 ? nil : index == 5 ? .failure(CocoaError(.coderReadCorrupt)) : .success(chores[index])
-        }
+        })
         var engine = SyncEngine<Chore>(
             zone: .public("Chore"), writerID: "w", configuration: MirrorConfiguration(), policy: .changedKeys)
         engine.load(&set, decoded: &decoded)
-        #expect(set.records.isEmpty && decoded.isEmpty, "what was taken is let go")
+        #expect(set.records.isEmpty && decoded.values.isEmpty && decoded.count == 0, "what was taken is let go")
+        #expect(engine.reportedUndecodable[chores[5].id] == 1, "the record that did not decode is reported")
         let shown = engine.records.array.map(\.id)
         for id in shown { #expect(engine.records[id]?.id == id) }
         return shown
@@ -28,6 +29,25 @@ import Testing
 
     @Test func recordsListedInCreationOrderAreShownInIt() {
         #expect(loaded([0, 1, 2, 3, 4, 5]) == ["c0", "c1", "c2", "c3"])
+    }
+
+    /// Records listed in creation order, each decoded: the decoded values become the shown
+    /// array as they are, not copied (opening a large zone would hold both at its peak).
+    @Test func valuesInCreationOrderAreShownWithoutACopy() {
+        let chores = (0..<5).map { Chore(id: "c\($0)", title: "\($0)") }
+        let stored = chores.enumerated().map { index, chore in
+            StoredRecord(
+                id: chore.id, version: 1, fields: Data(), modified: HLCTimestamp(millis: 1_000 + Int64(index)),
+                writer: "w")
+        }
+        var set = ChangeSet(records: stored, token: ChangeToken(generation: 1, sequence: 5), isComplete: true)
+        var decoded = DecodedRecords<Chore>(chores.map { .success($0) })
+        let decodedBuffer = decoded.values.withUnsafeBufferPointer { $0.baseAddress }
+        var engine = SyncEngine<Chore>(
+            zone: .public("Chore"), writerID: "w", configuration: MirrorConfiguration(), policy: .changedKeys)
+        engine.load(&set, decoded: &decoded)
+        #expect(engine.records.array.array == chores)
+        #expect(engine.records.array.array.withUnsafeBufferPointer { $0.baseAddress } == decodedBuffer)
     }
 
     @Test func recordsListedInAnotherOrderAreShownInCreationOrder() {
@@ -58,7 +78,7 @@ import Testing
                 return .success(other) }),
         ] as [(String, [Result<Chore, any Error>])] {
             var set = ChangeSet(complete: table, token: ChangeToken(generation: 1, sequence: 5))
-            var decoded = decodedAs.map { Optional($0) }
+            var decoded = DecodedRecords(decodedAs.map { Optional($0) })
             var engine = SyncEngine<Chore>(
                 zone: .public("Chore"), writerID: "w", configuration: MirrorConfiguration(), policy: .changedKeys)
             engine.load(&set, decoded: &decoded)
