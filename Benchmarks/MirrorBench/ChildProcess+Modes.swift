@@ -3,7 +3,9 @@ import MagicMirror
 import Synchronization
 
 /// mirror-bench's second processes: `--child-open` opens a mirror and reports time and peak
-/// memory; `--child-watch` mirrors a zone and prints when each record arrives.
+/// memory; `--child-watch` mirrors a zone and prints when each record arrives;
+/// `--child-batch-insert COUNT ROUNDS` repeats batch-insert's measured work alone, for a
+/// profiler (`perf record mirror-bench --child-batch-insert 100000 20`), printing each round.
 extension ChildProcess {
     static func run(_ mode: String, _ arguments: [String]) async throws {
         switch mode {
@@ -28,6 +30,40 @@ extension ChildProcess {
                 FileHandle.standardError.write(Data("phases: fetchAll(warm) \(fetch) s, decode \(decode) s, mirror(warm) \(mirror) s\n".utf8))
             }
             print("\(seconds) \(peakResidentMiB() ?? .nan)")
+        case "--child-batch-insert":
+            let count = Int(arguments[0]) ?? 100_000
+            let records = BenchRecord.makeMany(count)
+            for _ in 0..<(Int(arguments[1]) ?? 1) {
+                let directory = try BenchDirectory("batch")
+                defer { directory.remove() }
+                let database = try JSONFileDatabase(
+                    directory: directory.url.appendingPathComponent("db"), options: Workloads.options(durable: true))
+                let faults = minorFaults()
+                let seconds = try await time { try await Workloads.insertBatch(records, into: database) }
+                print("\(seconds) s, \(Int(Double(count) / seconds)) rec/s, \(minorFaults() - faults) page faults")
+                if ProcessInfo.processInfo.environment["MIRROR_BENCH_PHASES"] != nil {
+                    let directory = try BenchDirectory("batch")
+                    defer { directory.remove() }
+                    let database = try JSONFileDatabase(
+                        directory: directory.url.appendingPathComponent("db"), options: Workloads.options(durable: true))
+                    var encoded: [Result<Data, any Error>] = []
+                    let encode = time { encoded = BatchJSONCoding.encode(records, with: Workloads.encoder) }
+                    var operations: [RecordOperation] = []
+                    let operate = try time {
+                        for (record, fields) in zip(records, encoded) {
+                            operations.append(.save(
+                                record.recordID, fields: try fields.get(), baseVersion: 0,
+                                timestamp: HybridLogicalClock.shared.now()))
+                        }
+                    }
+                    let commit = try await time { try await database.commit(operations, to: Workloads.zone) }
+                    print("phases (again, warm): encode \(encode) s, operations \(operate) s, commit \(commit) s")
+                    try await database.waitForBackgroundWork(in: Workloads.zone)
+                }
+                // The commit's compaction, in the background, is not measured: it would fall
+                // on the next round.
+                try await database.waitForBackgroundWork(in: Workloads.zone)
+            }
         case "--child-watch":
             let path = URL(fileURLWithPath: arguments[0])
             let expected = Int(arguments[1]) ?? 0
@@ -48,6 +84,17 @@ extension ChildProcess {
             throw BenchError("unknown mode \(mode)")
         }
     }
+}
+
+/// The minor page faults of this process so far.
+func minorFaults() -> Int {
+    var usage = rusage()
+    #if canImport(Glibc)
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
+    return usage.ru_minflt
 }
 
 /// The record ids a watcher has already reported. The workload only adds records, and a

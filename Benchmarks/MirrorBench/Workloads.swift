@@ -165,6 +165,20 @@ enum Workloads {
         return scalePair("update-at-scale", (sizes.scaleSmall, sizes.scaleLarge), n: sizes.updates, perOp: perOp, limit: 1.5)
     }
 
+    /// Batch-insert's measured work: each record encoded the way a mirror encodes a batch
+    /// (the direct encoder, in parallel parts), then one durable commit of them all.
+    static func insertBatch(_ records: [BenchRecord], into database: JSONFileDatabase) async throws {
+        let encoded = BatchJSONCoding.encode(records, with: encoder)
+        var operations: [RecordOperation] = []
+        operations.reserveCapacity(records.count)
+        for (record, fields) in zip(records, encoded) {
+            operations.append(.save(
+                record.recordID, fields: try fields.get(), baseVersion: 0,
+                timestamp: HybridLogicalClock.shared.now()))
+        }
+        try await database.commit(operations, to: zone)
+    }
+
     // 4
     static func batchInsert(count: Int) async throws -> BenchResult {
         let directory = try BenchDirectory("batch")
@@ -172,18 +186,7 @@ enum Workloads {
         let database = try JSONFileDatabase(
             directory: directory.url.appendingPathComponent("db"), options: options(durable: true))
         let records = BenchRecord.makeMany(count)
-        let seconds = try await time {
-            // Encoded the way a mirror encodes a batch (the direct encoder, in parallel parts).
-            let encoded = BatchJSONCoding.encode(records, with: encoder)
-            var operations: [RecordOperation] = []
-            operations.reserveCapacity(count)
-            for (record, fields) in zip(records, encoded) {
-                operations.append(.save(
-                    record.recordID, fields: try fields.get(), baseVersion: 0,
-                    timestamp: HybridLogicalClock.shared.now()))
-            }
-            try await database.commit(operations, to: zone)
-        }
+        let seconds = try await time { try await insertBatch(records, into: database) }
         let baseline = Baselines.encode(records)
         let rate = Double(count) / seconds
         let baselineRate = Double(count) / baseline
