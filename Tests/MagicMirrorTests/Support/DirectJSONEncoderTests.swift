@@ -362,6 +362,42 @@ struct DirectJSONEncoderTests {
         }
     }
 
+    /// A writer keeps the order and quoted bytes of the last objects' keys for the next
+    /// objects with the same keys: whatever the keys, their order, how many kinds of
+    /// objects come one after the other or nest in one document, the bytes stay
+    /// `JSONEncoder`'s, and a key given twice still declines.
+    @Test func keptKeyOrdersGiveJSONEncodersBytes() throws {
+        let batch = DirectJSONEncoder.Batch()
+        // More kinds of objects than a writer keeps, each again and again.
+        let kinds = (0..<(DirectJSONEncoder.keyOrdersKept + 4)).map { kind in
+            (0...(kind % 5)).map { "k\((kind * 7 + $0 * 3) % 11)" } + ["kind\(kind)"]
+        }
+        for round in 0..<3 {
+            for keys in kinds {
+                for value in [InOrder(keys: keys), InOrder(keys: keys.reversed())] {
+                    #expect(try batch.encode(value) == encoder.encode(value), "\(round) \(keys)")
+                }
+            }
+        }
+        // Objects nested in one document, more kinds than are kept, so that writing the
+        // inner ones replaces the kept order of the outer one while it is being written.
+        let nested = InOrder(kinds.enumerated().map { index, keys in
+            ("n\(kinds.count - index)", .object(InOrder(keys: keys)))
+        } + [("z", .number(1)), ("a", .number(2))])
+        for _ in 0..<3 {
+            #expect(try batch.encode(nested) == encoder.encode(nested))
+        }
+        // The same keys as kept ones, but one twice: declined, before and after.
+        let twice = InOrder(keys: ["a", "b", "a"])
+        for value in [InOrder(keys: ["a", "b", "c"]), twice, InOrder(keys: ["a", "b", "c"]), twice] {
+            if value.members.map(\.key) == ["a", "b", "a"] {
+                #expect(throws: DirectJSONEncoder.Declined.self) { try batch.encode(value) }
+            } else {
+                #expect(try batch.encode(value) == encoder.encode(value))
+            }
+        }
+    }
+
     @Test func aContainerKeptFromAnEarlierDocumentDeclines() throws {
         let batch = DirectJSONEncoder.Batch()
         // UsesKept writes through the container Keeper kept and ignores its error: in
@@ -397,6 +433,42 @@ struct DirectJSONEncoderTests {
             differences += 1
         }
         #expect(differences == 0)
+    }
+}
+
+/// An object whose members are encoded in the order given: numbers, or objects of the same
+/// kind.
+private struct InOrder: Encodable {
+    enum Value: Encodable {
+        case number(Int)
+        case object(InOrder)
+
+        func encode(to encoder: any Encoder) throws {
+            switch self {
+            case .number(let number): try number.encode(to: encoder)
+            case .object(let object): try object.encode(to: encoder)
+            }
+        }
+    }
+
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ name: String) { stringValue = name }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    var members: [(key: String, value: Value)]
+
+    init(_ members: [(String, Value)]) { self.members = members.map { (key: $0.0, value: $0.1) } }
+
+    /// Numbered members under `keys`, in that order.
+    init(keys: [String]) { self.init(keys.enumerated().map { ($1, .number($0)) }) }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        for (key, value) in members { try container.encode(value, forKey: Key(key)) }
     }
 }
 
