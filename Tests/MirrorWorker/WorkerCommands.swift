@@ -16,6 +16,7 @@ enum WorkerCommands {
         "sealed": { try await SealedCommand.run($0) },
         "versions": { try await VersionsCommand.run($0) },
         "watcher-fds": WatcherFDsCommand.run,
+        "watcher-overflow": { try await WatcherOverflowCommand.run($0) },
         "write": { try await WriteCommand.run($0) },
     ]
 }

@@ -91,9 +91,12 @@ extension DirectoryWatcher {
             }
             for source in sources { source.cancel() }
             // The cancel handlers close the descriptors on `queue`, after any event handler
-            // in progress; waiting from the queue itself would deadlock.
+            // in progress; waiting from the queue itself would deadlock. Events handed over
+            // by the process's inotify instance (Linux) run on `queue` too: the empty block
+            // waits for one in progress, and those after it find the watcher cancelled.
             if DispatchQueue.getSpecific(key: onQueueKey) != true {
                 openSources.wait()
+                queue.sync {}
             }
         }
 

@@ -9,9 +9,11 @@ import Synchronization
 /// processes. It watches *directories*, not files: compaction renames a new snapshot and
 /// journal over the old ones, and a watch on a file would stay on the replaced inode.
 ///
-/// - **Linux**: one inotify instance per watcher, one watch per directory
-///   (`IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM |
-///   IN_ATTRIB`), read on a dispatch source. A queue overflow reports every directory.
+/// - **Linux**: one inotify instance for the whole process, shared by every watcher
+///   (``InotifyHub``: the kernel allows a user only 128 instances by default), one watch per
+///   directory (`IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE |
+///   IN_MOVED_FROM | IN_ATTRIB`), read on a dispatch source. A queue overflow reports every
+///   directory.
 /// - **macOS**: a kqueue vnode source (`O_EVTONLY`) on each directory, which fires when
 ///   entries are added, removed or renamed, plus one on each file in it, which fires on
 ///   appends; the file sources are reopened whenever the directory fires, so a file renamed
@@ -33,7 +35,8 @@ import Synchronization
 /// > Important: A change made after ``add(_:)`` returns is reported at least once while the
 /// > directory is watched. After ``cancel()`` returns (called from outside the handler),
 /// > the handler is not running and is not called again, and every file descriptor the
-/// > watcher opened is closed. Deallocating the watcher cancels it.
+/// > watcher opened is closed (the process's one inotify instance stays open, for other
+/// > watchers, with none of this watcher's watches). Deallocating the watcher cancels it.
 package final class DirectoryWatcher: Sendable {
     /// How directories are watched.
     package enum Method: Sendable, Hashable, CustomStringConvertible {
@@ -72,6 +75,14 @@ package final class DirectoryWatcher: Sendable {
     }
 
     deinit { core.cancel() }
+
+    #if canImport(Glibc)
+    /// Runs `body` while the process's inotify instance is not read, so that its events wait
+    /// in the kernel's queue, as behind a busy process, and may overflow it: for tests.
+    package static func withNativeEventsHeld<Value>(_ body: () throws -> Value) rethrows -> Value {
+        try InotifyHub.shared.withReadingHeld(body)
+    }
+    #endif
 
     /// Starts watching a directory. Adding a directory that is already watched does nothing.
     ///

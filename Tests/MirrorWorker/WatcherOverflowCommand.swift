@@ -1,0 +1,59 @@
+import Dispatch
+import Foundation
+import MagicMirror
+
+/// `mirror-worker watcher-overflow <directory>`: watches two directories in `<directory>`
+/// natively, overflows the kernel's event queue with changes to one of them while the
+/// process's inotify instance is not read, and prints `reported` once the other, untouched
+/// one is reported (what an overflow does: every directory is reported, since any may have
+/// changed). Linux only.
+///
+/// In a process of its own because an overflow of the process's one inotify instance
+/// reaches every watcher in the process: those of tests running beside it would hear of
+/// changes they did not make.
+enum WatcherOverflowCommand {
+    static func run(_ arguments: [String]) async throws {
+        #if canImport(Glibc)
+        guard let root = arguments.first else { throw WorkerUsageError("watcher-overflow <directory>") }
+        let busy = root + "/Busy"
+        let quiet = root + "/Quiet"
+        for directory in [busy, quiet] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        let limit = Int((try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 16384
+        guard limit <= 1_000_000 else { throw WorkerUsageError("the inotify queue is too long to overflow") }
+        let busyReported = DispatchSemaphore(value: 0)
+        let quietReported = DispatchSemaphore(value: 0)
+        let watcher = DirectoryWatcher(method: .native) { directory in
+            (directory == quiet ? quietReported : busyReported).signal()
+        }
+        try watcher.add(busy)
+        try watcher.add(quiet)
+        try Data("start".utf8).write(to: URL(fileURLWithPath: busy + "/a"))
+        try Data().write(to: URL(fileURLWithPath: busy + "/b"))
+        guard busyReported.wait(timeout: .now() + 60) == .success else {
+            throw WorkerUsageError("the busy directory was not reported")
+        }
+        // Nothing is read while the queue fills up. Alternate two files: inotify merges
+        // identical consecutive events.
+        try DirectoryWatcher.withNativeEventsHeld {
+            let a = try FileHandle(forWritingTo: URL(fileURLWithPath: busy + "/a"))
+            let b = try FileHandle(forWritingTo: URL(fileURLWithPath: busy + "/b"))
+            for _ in 0...(limit / 2 + 16) {
+                try a.write(contentsOf: Data("x".utf8))
+                try b.write(contentsOf: Data("y".utf8))
+            }
+            try a.close()
+            try b.close()
+        }
+        guard quietReported.wait(timeout: .now() + 60) == .success else {
+            throw WorkerUsageError("the untouched directory was not reported after the overflow")
+        }
+        watcher.cancel()
+        print("reported")
+        #else
+        throw WorkerUsageError("watcher-overflow runs on Linux only")
+        #endif
+    }
+}
