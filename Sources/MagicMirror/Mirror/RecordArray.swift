@@ -372,6 +372,13 @@ public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCo
         }
     }
 
+    /// ``startTracking(ids:)`` for records whose ids are the keys of `table`, in order: the
+    /// index shares the table's ids and the table that finds them.
+    mutating func startTracking<Value>(indexOf table: IDMap<Value>) {
+        precondition(table.count == elements.count, "one id per record")
+        tracking = RecordPositions(indexing: table)
+    }
+
     /// Rebuilds the id index from scratch. Linear time.
     mutating func rebuildPositions() {
         guard tracking != nil else { return }

@@ -35,6 +35,15 @@ struct RecordPositions: Sendable {
         rebuild(indexing: ids)
     }
 
+    /// Indexes records whose ids are the keys of `table`, in the order of its keys: the
+    /// index shares the table's ids and the table that finds them (copied when either side
+    /// adds or removes an id). Linear time, but no id is hashed.
+    init<Value>(indexing table: IDMap<Value>) {
+        validBelow = table.count
+        positions = IDMap(sameKeysAs: table, values: Array(0..<table.count))
+        hasDuplicates = false
+    }
+
     /// Indexes `elements` from scratch. Linear time.
     mutating func rebuild<Record: Recordable>(indexing elements: [Record]) {
         rebuild(indexing: elements.map(\.recordID))

@@ -85,6 +85,16 @@ package struct IDMap<Value>: Sequence {
         self.slots = table
     }
 
+    /// A map with the ids of `other`, at the same positions, and `values` (one per id, in
+    /// the order of `other`'s ids): the ids and the table that finds them are `other`'s,
+    /// shared (copied on write), not hashed again.
+    package init<Other>(sameKeysAs other: IDMap<Other>, values: [Value]) {
+        precondition(values.count == other.count, "one value per id")
+        self.ids = other.ids
+        self.entries = values
+        self.slots = other.slots
+    }
+
     package subscript(id: String) -> Value? {
         get {
             guard let position = find(id, hash: Self.hash(id)).position else { return nil }

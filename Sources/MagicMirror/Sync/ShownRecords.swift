@@ -57,6 +57,15 @@ struct ShownRecords<Record: Recordable>: Sendable {
         if storage.mayHaveDuplicates { removeDuplicates(valueBefore: { _ in nil }) }
     }
 
+    /// Shows `records` (already in order), replacing everything, when their ids are the
+    /// keys of `table` in the same order: the index shares the table's ids and the table that
+    /// finds them, rather than hashing every id again (a database's table of records, when a
+    /// mirror opens).
+    mutating func load<Value>(_ records: [Record], indexOf table: IDMap<Value>) {
+        storage = RecordArray(records)
+        storage.startTracking(indexOf: table)
+    }
+
     /// The record shown with `id`, if any. Constant time (it may repair the array's index).
     subscript(id: String) -> Record? {
         mutating get {

@@ -163,7 +163,11 @@ struct SyncEngine<Record: Recordable> {
         pull.load(set)
         set.records = []
         decoded = DecodedRecords()
-        records.load(shown, ids: ids ?? table!.keys)
+        if let ids {
+            records.load(shown, ids: ids)
+        } else {
+            records.load(shown, indexOf: table!)
+        }
     }
 
     // MARK: Local edits

@@ -70,6 +70,28 @@ import Testing
         #expect(empty.isEmpty && empty["a"] == nil)
     }
 
+    /// A map made with another's keys finds each id's own value, and either map changing
+    /// (adding, removing, growing) leaves the other as it was.
+    @Test func aMapWithAnothersKeysFindsItsOwnValuesAndChangesApart() throws {
+        let ids = (0..<500).map(Self.id)
+        var other = try #require(IDMap(ids: ids, values: ids.map { $0 + "!" }))
+        var map = IDMap<Int>(sameKeysAs: other, values: Array(0..<ids.count))
+        #expect(map.keys == ids)
+        for (position, id) in ids.enumerated() { #expect(map[id] == position) }
+        #expect(map["absent"] == nil)
+
+        for number in 500..<900 { map[Self.id(number)] = number }
+        for id in ids.prefix(100) { map[id] = nil }
+        other[Self.id(0)] = "changed"
+        other[Self.id(1)] = nil
+        #expect(other.count == ids.count - 1 && other[Self.id(0)] == "changed" && other[Self.id(1)] == nil)
+        for id in ids.dropFirst(2) { #expect(other[id] == id + "!") }
+        for number in 500..<900 { #expect(other[Self.id(number)] == nil) }
+        #expect(map.count == 800)
+        for (position, id) in ids.enumerated() { #expect(map[id] == (position < 100 ? nil : position)) }
+        for number in 500..<900 { #expect(map[Self.id(number)] == number) }
+    }
+
     @Test func aMapIsNotBuiltFromArraysThatListAnIdTwice() {
         #expect(IDMap(ids: ["a", "b", "a"], values: [1, 2, 3]) == nil)
         // The same bytes: "é" precomposed twice; decomposed "é" is another id.
