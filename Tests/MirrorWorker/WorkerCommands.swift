@@ -17,6 +17,7 @@ enum WorkerCommands {
         "versions": { try await VersionsCommand.run($0) },
         "watcher-fds": WatcherFDsCommand.run,
         "watcher-overflow": { try await WatcherOverflowCommand.run($0) },
+        "watcher-overflow-deleted": { try await WatcherOverflowDeletedCommand.run($0) },
         "write": { try await WriteCommand.run($0) },
     ]
 }

@@ -66,7 +66,16 @@ extension DirectoryWatcher.Core {
     func nativeEvents(changed: Set<Int32>, broken: Set<Int32>, overflowed: Bool) {
         let reported: [String] = state.withLock { state in
             if overflowed {
-                return state.directories.filter { $0.value == .native }.map(\.key)
+                // Lost events may include a watch breaking (its directory deleted or moved,
+                // and maybe back already): a directory whose path no longer leads to its
+                // watch is polled from now on, as when the break is heard of.
+                let native = state.directories.filter { $0.value == .native }.map(\.key)
+                let broken = native.filter { directory in
+                    guard let watch = state.native.watchByDirectory[directory] else { return true }
+                    return !InotifyHub.shared.isWatching(directory, by: watch, mask: Self.watchMask)
+                }
+                fallBackToPolling(broken, state: &state)
+                return native
             }
             var reported = changed.flatMap { state.native.directoriesByWatch[$0] ?? [] }
             // A watch that broke was not removed by us: report its directories and poll them
@@ -155,6 +164,19 @@ final class InotifyHub: Sendable {
                 // The kernel then queues IN_IGNORED for the watch, which finds no user.
                 _ = inotify_rm_watch(state.descriptor, watch)
             }
+        }
+    }
+
+    /// Whether `watch` is still the kernel's watch of the directory at `directory` (asked
+    /// again: the kernel returns the watch the directory has, or makes one, removed here
+    /// unless another watcher uses it).
+    func isWatching(_ directory: String, by watch: Int32, mask: UInt32) -> Bool {
+        state.withLock { state in
+            guard state.descriptor >= 0 else { return false }
+            let found = inotify_add_watch(state.descriptor, directory, mask)
+            if found == watch { return true }
+            if found >= 0, state.users[found] == nil { _ = inotify_rm_watch(state.descriptor, found) }
+            return false
         }
     }
 

@@ -1,0 +1,68 @@
+import Dispatch
+import Foundation
+import MagicMirror
+
+/// `mirror-worker watcher-overflow-deleted <directory> <before|after>`: watches two
+/// directories in `<directory>` natively with one watcher, and while the process's inotify
+/// instance is not read deletes one of them (`before` or `after` overflowing the kernel's
+/// event queue with changes to the other). Once reading resumes, the deleted directory must
+/// fall back to polling (its watch is gone with it), so that it is noticed when it comes
+/// back: prints `<method> noticed` or `<method> missed`. Linux only; a process of its own
+/// for the reason given in ``WatcherOverflowCommand``.
+enum WatcherOverflowDeletedCommand {
+    static func run(_ arguments: [String]) async throws {
+        #if canImport(Glibc)
+        guard arguments.count == 2, ["before", "after"].contains(arguments[1]) else {
+            throw WorkerUsageError("watcher-overflow-deleted <directory> <before|after>")
+        }
+        let root = arguments[0]
+        let deleteFirst = arguments[1] == "before"
+        let busy = root + "/Busy"
+        let gone = root + "/Gone"
+        for directory in [busy, gone] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        let limit = Int((try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 16384
+        guard limit <= 1_000_000 else { throw WorkerUsageError("the inotify queue is too long to overflow") }
+        let busyReported = DispatchSemaphore(value: 0)
+        let goneReported = DispatchSemaphore(value: 0)
+        let watcher = DirectoryWatcher(method: .native, pollInterval: .milliseconds(20)) { directory in
+            (directory == gone ? goneReported : busyReported).signal()
+        }
+        try watcher.add(busy)
+        try watcher.add(gone)
+        try Data("start".utf8).write(to: URL(fileURLWithPath: busy + "/a"))
+        try Data().write(to: URL(fileURLWithPath: busy + "/b"))
+        guard busyReported.wait(timeout: .now() + 60) == .success else {
+            throw WorkerUsageError("the busy directory was not reported")
+        }
+        try DirectoryWatcher.withNativeEventsHeld {
+            if deleteFirst { try FileManager.default.removeItem(atPath: gone) }
+            let a = try FileHandle(forWritingTo: URL(fileURLWithPath: busy + "/a"))
+            let b = try FileHandle(forWritingTo: URL(fileURLWithPath: busy + "/b"))
+            for _ in 0...(limit / 2 + 16) {
+                try a.write(contentsOf: Data("x".utf8))
+                try b.write(contentsOf: Data("y".utf8))
+            }
+            try a.close()
+            try b.close()
+            if !deleteFirst { try FileManager.default.removeItem(atPath: gone) }
+        }
+        guard goneReported.wait(timeout: .now() + 60) == .success else {
+            throw WorkerUsageError("the deleted directory was not reported after the overflow")
+        }
+        // Let the reports of the overflow settle.
+        try await Task.sleep(for: .milliseconds(500))
+        while goneReported.wait(timeout: .now()) == .success {}
+        let method = watcher.method(for: gone).map(\.description) ?? "none"
+        try FileManager.default.createDirectory(atPath: gone, withIntermediateDirectories: true)
+        try Data("back".utf8).write(to: URL(fileURLWithPath: gone + "/journal-1.ndjson"))
+        let noticed = goneReported.wait(timeout: .now() + 5) == .success
+        watcher.cancel()
+        print("\(method) \(noticed ? "noticed" : "missed")")
+        #else
+        throw WorkerUsageError("watcher-overflow-deleted runs on Linux only")
+        #endif
+    }
+}
