@@ -151,7 +151,8 @@ import Testing
                 let watcher = DirectoryWatcher(method: .native, ignoring: round % 2 == 0 ? ["x"] : []) { _ in }
                 for zone in zones.shuffled() { try? watcher.add(zone) }
                 try? watcher.add(zones[round % 4] + "/.")
-                _ = FileManager.default.createFile  // fails while zones[3] is deleted: fine(atPath: zones[round % 4] + "/f\(thread)", contents: Data())
+                // May fail while zones[3] is deleted: fine.
+                _ = FileManager.default.createFile(atPath: zones[round % 4] + "/f\(thread)", contents: Data())
                 if round % 3 == 0 { watcher.remove(zones[(round + thread) % 4]) }
                 if thread == 7, round % 10 == 0 {
                     try? FileManager.default.removeItem(atPath: zones[3])
