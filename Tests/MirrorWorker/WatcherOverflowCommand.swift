@@ -20,9 +20,6 @@ enum WatcherOverflowCommand {
         for directory in [busy, quiet] {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
-        let limit = Int((try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
-            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 16384
-        guard limit <= 1_000_000 else { throw WorkerUsageError("the inotify queue is too long to overflow") }
         let busyReported = DispatchSemaphore(value: 0)
         let quietReported = DispatchSemaphore(value: 0)
         let watcher = DirectoryWatcher(method: .native) { directory in
@@ -35,18 +32,8 @@ enum WatcherOverflowCommand {
         guard busyReported.wait(timeout: .now() + 60) == .success else {
             throw WorkerUsageError("the busy directory was not reported")
         }
-        // Nothing is read while the queue fills up. Alternate two files: inotify merges
-        // identical consecutive events.
-        try DirectoryWatcher.withNativeEventsHeld {
-            let a = try FileHandle(forWritingTo: URL(fileURLWithPath: busy + "/a"))
-            let b = try FileHandle(forWritingTo: URL(fileURLWithPath: busy + "/b"))
-            for _ in 0...(limit / 2 + 16) {
-                try a.write(contentsOf: Data("x".utf8))
-                try b.write(contentsOf: Data("y".utf8))
-            }
-            try a.close()
-            try b.close()
-        }
+        // Nothing is read while the queue fills up.
+        try DirectoryWatcher.withNativeEventsHeld { try overflow(busy) }
         guard quietReported.wait(timeout: .now() + 60) == .success else {
             throw WorkerUsageError("the untouched directory was not reported after the overflow")
         }
@@ -55,5 +42,22 @@ enum WatcherOverflowCommand {
         #else
         throw WorkerUsageError("watcher-overflow runs on Linux only")
         #endif
+    }
+
+    /// Writes more events into `directory`'s files `a` and `b` (which must exist) than the
+    /// kernel's inotify queue holds, alternating the two files: inotify merges identical
+    /// consecutive events.
+    static func overflow(_ directory: String) throws {
+        let limit = Int((try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 16384
+        guard limit <= 1_000_000 else { throw WorkerUsageError("the inotify queue is too long to overflow") }
+        let a = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/a"))
+        let b = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/b"))
+        for _ in 0...(limit / 2 + 16) {
+            try a.write(contentsOf: Data("x".utf8))
+            try b.write(contentsOf: Data("y".utf8))
+        }
+        try a.close()
+        try b.close()
     }
 }

@@ -22,9 +22,6 @@ enum WatcherOverflowDeletedCommand {
         for directory in [busy, gone] {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
-        let limit = Int((try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
-            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 16384
-        guard limit <= 1_000_000 else { throw WorkerUsageError("the inotify queue is too long to overflow") }
         let busyReported = DispatchSemaphore(value: 0)
         let goneReported = DispatchSemaphore(value: 0)
         let watcher = DirectoryWatcher(method: .native, pollInterval: .milliseconds(20)) { directory in
@@ -39,14 +36,7 @@ enum WatcherOverflowDeletedCommand {
         }
         try DirectoryWatcher.withNativeEventsHeld {
             if deleteFirst { try FileManager.default.removeItem(atPath: gone) }
-            let a = try FileHandle(forWritingTo: URL(fileURLWithPath: busy + "/a"))
-            let b = try FileHandle(forWritingTo: URL(fileURLWithPath: busy + "/b"))
-            for _ in 0...(limit / 2 + 16) {
-                try a.write(contentsOf: Data("x".utf8))
-                try b.write(contentsOf: Data("y".utf8))
-            }
-            try a.close()
-            try b.close()
+            try WatcherOverflowCommand.overflow(busy)
             if !deleteFirst { try FileManager.default.removeItem(atPath: gone) }
         }
         guard goneReported.wait(timeout: .now() + 60) == .success else {
@@ -58,7 +48,7 @@ enum WatcherOverflowDeletedCommand {
         let method = watcher.method(for: gone).map(\.description) ?? "none"
         try FileManager.default.createDirectory(atPath: gone, withIntermediateDirectories: true)
         try Data("back".utf8).write(to: URL(fileURLWithPath: gone + "/journal-1.ndjson"))
-        let noticed = goneReported.wait(timeout: .now() + 5) == .success
+        let noticed = goneReported.wait(timeout: .now() + 60) == .success
         watcher.cancel()
         print("\(method) \(noticed ? "noticed" : "missed")")
         #else

@@ -257,7 +257,7 @@ import Testing
 
     /// Whether an inotify instance of this process watches the directory at `path`: its
     /// inode is in a watch line of the instance's `/proc/self/fdinfo` entry.
-    private static func isWatchedByInotify(_ path: String) throws -> Bool {
+    static func isWatchedByInotify(_ path: String) throws -> Bool {
         var info = stat()
         try #require(stat(path, &info) == 0)
         let inode = "ino:" + String(info.st_ino, radix: 16)

@@ -1,4 +1,5 @@
 import Foundation
+import MirrorTestSupport
 @testable import MagicMirror
 import MirrorTesting
 import Testing
@@ -10,29 +11,17 @@ import Testing
 /// place and records added under held ids. Each edit must report exactly the records whose
 /// value differs between the array before and after it, with their values before and after.
 @Suite struct Review8EditComparisonTests {
-    /// A small deterministic generator (SplitMix64), so a failing seed can be replayed.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     struct Thrown: Error {}
 
     /// Few ids and titles, so that ids collide and values come back by chance.
     static let ids = ["a", "b", "c", "d", "e", "f"]
 
-    static func chore(_ generator: inout Generator) -> Chore {
+    static func chore(_ generator: inout SplitMix64) -> Chore {
         Chore(id: ids.randomElement(using: &generator)!, title: "t\(Int.random(in: 0..<3, using: &generator))")
     }
 
     /// One random mutation of `array`, named in `log`.
-    static func mutate(_ array: inout RecordArray<Chore>, _ generator: inout Generator, log: inout [String], depth: Int = 0) {
+    static func mutate(_ array: inout RecordArray<Chore>, _ generator: inout SplitMix64, log: inout [String], depth: Int = 0) {
         let count = array.count
         let position = count > 0 ? Int.random(in: 0..<count, using: &generator) : 0
         let title = "t\(Int.random(in: 0..<3, using: &generator))"
@@ -143,7 +132,7 @@ import Testing
     func randomEditsReportExactlyTheRecordsTheyChanged(batch: Int) {
         var failures = 0
         for seed in (batch * 250)..<((batch + 1) * 250) where failures < 3 {
-            var generator = Generator(state: UInt64(seed))
+            var generator = SplitMix64(seed: UInt64(seed))
             var records = ShownRecords<Chore>()
             records.load((0..<Int.random(in: 0...5, using: &generator)).map { Chore(id: Self.ids[$0], title: "t0") })
             for edit in 0..<6 {
@@ -170,11 +159,11 @@ import Testing
     @Test(arguments: 0..<3)
     func randomEditsThroughAMirrorAreStoredExactly(batch: Int) async throws {
         for seed in (batch * 20)..<((batch + 1) * 20) {
-            var generator = Generator(state: UInt64(1_000 + seed))
+            var generator = SplitMix64(seed: UInt64(1_000 + seed))
             let database = InMemoryDatabase()
             let mirror = try await Mirror<Chore>(database: database)
             var log: [String] = []
-            func edit(_ array: inout RecordArray<Chore>, _ generator: inout Generator) {
+            func edit(_ array: inout RecordArray<Chore>, _ generator: inout SplitMix64) {
                 for _ in 0..<Int.random(in: 1...5, using: &generator) { Self.mutate(&array, &generator, log: &log) }
             }
             for step in 0..<8 {
