@@ -12,8 +12,10 @@ import Synchronization
 /// - **Linux**: one inotify instance for the whole process, shared by every watcher
 ///   (``InotifyHub``: the kernel allows a user only 128 instances by default), one watch per
 ///   directory (`IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE |
-///   IN_MOVED_FROM | IN_ATTRIB`), read on a dispatch source. A queue overflow reports every
-///   directory.
+///   IN_MOVED_FROM | IN_ATTRIB`, and `IN_DELETE_SELF | IN_MOVE_SELF` to learn that the watch
+///   broke, with `IN_ONLYDIR`), read on a dispatch source. A queue overflow reports every
+///   directory of every watcher in the process, and moves to polling any whose path no longer
+///   leads to its watch.
 /// - **macOS**: a kqueue vnode source (`O_EVTONLY`) on each directory, which fires when
 ///   entries are added, removed or renamed, plus one on each file in it, which fires on
 ///   appends; the file sources are reopened whenever the directory fires, so a file renamed
