@@ -63,8 +63,11 @@ struct ChangeDelivery<Record: Recordable> {
 
     /// Hands a change to every change stream and marks the observers to wake.
     mutating func emit(_ change: MirrorChange<Record>) {
-        for continuation in changeStreams.values { continuation.yield(change) }
         observersDirty = true
+        // Usually none: iterating an empty dictionary still costs generic code a few
+        // metadata look-ups, on every change.
+        guard !changeStreams.isEmpty else { return }
+        for continuation in changeStreams.values { continuation.yield(change) }
     }
 
     /// Marks the observers to wake (the records changed as a whole).

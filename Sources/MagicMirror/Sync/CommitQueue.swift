@@ -201,7 +201,11 @@ struct CommitQueue<Record: Recordable>: Sendable {
     /// as stored (entries without an applied result are queued again).
     mutating func applied(_ batch: [PendingEntry<Record>], results: [CommitOutcome.Result]) -> [(PendingEntry<Record>, StoredRecord)] {
         var stored: [(PendingEntry<Record>, StoredRecord)] = []
-        for (entry, result) in zip(batch, results) {
+        // By index: in generic code a zip's iterator looks up the metadata of its element
+        // tuple on every step.
+        for index in 0..<min(batch.count, results.count) {
+            let entry = batch[index]
+            let result = results[index]
             inFlight[entry.recordID] = nil
             guard case .applied(let record) = result else { continue }
             if var newer = pending[entry.recordID], newer.awaitsCommitInFlight {
@@ -226,8 +230,9 @@ struct CommitQueue<Record: Recordable>: Sendable {
     mutating func conflicted(_ batch: [PendingEntry<Record>], results: [CommitOutcome.Result]) -> [(PendingEntry<Record>, StoredRecord?)] {
         var returned: [PendingEntry<Record>] = []
         var conflicts: [(PendingEntry<Record>, StoredRecord?)] = []
-        for (entry, result) in zip(batch, results) {
-            let entry = takeBack(entry, mayBeStored: false)
+        for index in 0..<min(batch.count, results.count) {
+            let entry = takeBack(batch[index], mayBeStored: false)
+            let result = results[index]
             if case .conflict(let current) = result { conflicts.append((entry, current)) }
             returned.append(entry)
         }

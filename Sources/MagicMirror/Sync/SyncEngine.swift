@@ -220,7 +220,13 @@ struct SyncEngine<Record: Recordable> {
     /// Once no local change of a record is left, shows the remote version pulled while one
     /// was, unless something newer (the mirror's own commit) superseded it.
     mutating func revealHeldBack(_ id: String) {
-        guard pull.hasHeldBack, !queue.hasChange(for: id), let held = pull.takeHeldBack(id) else { return }
+        // Usually nothing is held back: checked apart, before the look-up below, whose
+        // generic code costs metadata look-ups on every committed record.
+        if pull.hasHeldBack { revealHeldBackValue(id) }
+    }
+
+    private mutating func revealHeldBackValue(_ id: String) {
+        guard !queue.hasChange(for: id), let held = pull.takeHeldBack(id) else { return }
         switch held.value {
         case nil:
             show(id, nil, origin: .remote, state: .committed)
