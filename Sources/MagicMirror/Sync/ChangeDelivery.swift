@@ -43,7 +43,12 @@ struct ChangeDelivery<Record: Recordable> {
     private(set) var lastError: MirrorError?
     private var outbox: [Report] = []
     private var observersDirty = false
-    private var changeStreams: [Int: AsyncStream<MirrorChange<Record>>.Continuation] = [:]
+    private var changeStreams: [Int: AsyncStream<MirrorChange<Record>>.Continuation] = [:] {
+        didSet { hasChangeStreams = !changeStreams.isEmpty }
+    }
+    /// Whether ``changeStreams`` has any, kept apart: asking the dictionary, in generic code,
+    /// costs metadata look-ups on every change.
+    private var hasChangeStreams = false
     private var errorStreams: [Int: AsyncStream<MirrorError>.Continuation] = [:]
     private var observers: [Int: Wakeup] = [:]
     /// Called after every drain, whatever changed (MirrorTesting's waits). An array, so that
@@ -64,9 +69,10 @@ struct ChangeDelivery<Record: Recordable> {
     /// Hands a change to every change stream and marks the observers to wake.
     mutating func emit(_ change: MirrorChange<Record>) {
         observersDirty = true
-        // Usually none: iterating an empty dictionary still costs generic code a few
-        // metadata look-ups, on every change.
-        guard !changeStreams.isEmpty else { return }
+        if hasChangeStreams { yieldToChangeStreams(change) }
+    }
+
+    private func yieldToChangeStreams(_ change: MirrorChange<Record>) {
         for continuation in changeStreams.values { continuation.yield(change) }
     }
 
