@@ -106,12 +106,8 @@ package enum BatchJSONCoding {
                         continue
                     }
                     do {
-                        let value: Record
-                        if let direct = try? DirectJSONDecoder.decode(type, from: fields) {
-                            value = direct
-                        } else {
-                            value = try decoder.decode(type, from: fields)
-                        }
+                        let value = try (try? DirectJSONDecoder.decode(type, from: fields))
+                            ?? decoder.decode(type, from: fields)
                         (output.buffer.baseAddress! + range.lowerBound + written).initialize(to: value)
                         written += 1
                     } catch {

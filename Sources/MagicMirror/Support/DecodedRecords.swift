@@ -53,20 +53,29 @@ package struct DecodedRecords<Record> {
 
     /// Where each position's value lies in ``values``, or `-1` for a missing position.
     package var valueIndices: [Int] {
-        var indices: [Int] = []
-        indices.reserveCapacity(count)
-        var next = 0
-        var missingIndex = 0
-        for position in 0..<count {
-            if missingIndex < missing.count, missing[missingIndex].position == position {
-                indices.append(-1)
-                missingIndex += 1
-            } else {
-                indices.append(next)
-                next += 1
+        var walk = Walk(self)
+        return (0..<count).map { walk.valueIndex(at: $0) ?? -1 }
+    }
+
+    /// Finds where each position's value lies in ``values``, the positions taken in
+    /// increasing order, each once: constant time a position, no table of them.
+    package struct Walk {
+        private let missing: [(position: Int, error: (any Error)?)]
+        private var nextValue = 0
+        private var nextMissing = 0
+
+        package init(_ decoded: DecodedRecords) { missing = decoded.missing }
+
+        /// The index in ``DecodedRecords/values`` of `position`'s value, or `nil` when it is
+        /// missing. `position` must be the one after the last asked about (0 first).
+        package mutating func valueIndex(at position: Int) -> Int? {
+            if nextMissing < missing.count, missing[nextMissing].position == position {
+                nextMissing += 1
+                return nil
             }
+            nextValue += 1
+            return nextValue - 1
         }
-        return indices
     }
 
     /// The error of a missing position (`nil` for a tombstone or a position with a value).

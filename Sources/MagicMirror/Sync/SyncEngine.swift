@@ -105,9 +105,10 @@ struct SyncEngine<Record: Recordable> {
                 ids = []
                 ids!.reserveCapacity(stored.count)
             }
-            // In order, the values are shown as they are: `shown` takes them, and the walk
-            // below finds each record's value at the next position of `shown`, skipping the
-            // missing positions as it meets them. Out of order, each value is looked up.
+            // In order, the values are shown as they are: `shown` takes them, and a walk of
+            // the positions finds each record's value in it. Out of order, each value is
+            // looked up in a table of where they lie.
+            var walk = DecodedRecords.Walk(decoded)
             let values: [Record]
             let valueIndices: [Int]?
             if inOrder {
@@ -119,8 +120,6 @@ struct SyncEngine<Record: Recordable> {
                 valueIndices = decoded.valueIndices
                 shown.reserveCapacity(values.count)
             }
-            var nextValue = 0
-            var nextMissing = 0
             // The ids of the records shown so far, while they are `stored[..<position]`.
             func formIDs(upTo position: Int) {
                 var formed: [String] = []
@@ -135,12 +134,8 @@ struct SyncEngine<Record: Recordable> {
                 let value: Record?
                 if let valueIndices {
                     value = valueIndices[index] >= 0 ? values[valueIndices[index]] : nil
-                } else if nextMissing < decoded.missing.count, decoded.missing[nextMissing].position == index {
-                    value = nil
-                    nextMissing += 1
                 } else {
-                    value = shown[nextValue]
-                    nextValue += 1
+                    value = walk.valueIndex(at: index).map { shown[$0] }
                 }
                 guard let value else {
                     if ids == nil { formIDs(upTo: position) }
