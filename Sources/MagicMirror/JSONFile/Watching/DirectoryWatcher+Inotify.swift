@@ -65,23 +65,23 @@ extension DirectoryWatcher.Core {
     ///   - overflowed: Whether events were lost: every natively watched directory is reported.
     func nativeEvents(changed: Set<Int32>, broken: Set<Int32>, overflowed: Bool) {
         let reported: [String] = state.withLock { state in
+            // A watch that broke was not removed by us: its directories are reported and
+            // polled from now on, which notices them coming back.
+            let reported: [String]
+            let brokenDirectories: [String]
             if overflowed {
                 // Lost events may include a watch breaking (its directory deleted or moved,
                 // and maybe back already): a directory whose path no longer leads to its
-                // watch is polled from now on, as when the break is heard of.
-                let native = state.directories.filter { $0.value == .native }.map(\.key)
-                let broken = native.filter { directory in
+                // watch broke.
+                reported = state.directories.filter { $0.value == .native }.map(\.key)
+                brokenDirectories = reported.filter { directory in
                     guard let watch = state.native.watchByDirectory[directory] else { return true }
                     return !InotifyHub.shared.isWatching(directory, by: watch, mask: Self.watchMask)
                 }
-                fallBackToPolling(broken, state: &state)
-                return native
+            } else {
+                brokenDirectories = broken.flatMap { state.native.directoriesByWatch[$0] ?? [] }
+                reported = changed.flatMap { state.native.directoriesByWatch[$0] ?? [] } + brokenDirectories
             }
-            var reported = changed.flatMap { state.native.directoriesByWatch[$0] ?? [] }
-            // A watch that broke was not removed by us: report its directories and poll them
-            // from now on, which notices them coming back.
-            let brokenDirectories = broken.flatMap { state.native.directoriesByWatch[$0] ?? [] }
-            reported += brokenDirectories
             fallBackToPolling(brokenDirectories, state: &state)
             return reported
         }
@@ -260,6 +260,8 @@ final class InotifyHub: Sendable {
                         share.broken.insert(watch)
                     } else if found.unnamed || !found.names.isSubset(of: core.ignoredNames) {
                         share.changed.insert(watch)
+                    } else {
+                        continue  // only names it ignores (a lock file): nothing to hand over
                     }
                     shares[key] = share
                 }
