@@ -49,13 +49,7 @@ extension ChildProcess {
                     var encoded: [Result<Data, any Error>] = []
                     let encode = time { encoded = BatchJSONCoding.encode(records, with: Workloads.encoder) }
                     var operations: [RecordOperation] = []
-                    let operate = try time {
-                        for (record, fields) in zip(records, encoded) {
-                            operations.append(.save(
-                                record.recordID, fields: try fields.get(), baseVersion: 0,
-                                timestamp: HybridLogicalClock.shared.now()))
-                        }
-                    }
+                    let operate = try time { operations = try Workloads.saves(of: records, encoded: encoded) }
                     let commit = try await time { try await database.commit(operations, to: Workloads.zone) }
                     print("phases (again, warm): encode \(encode) s, operations \(operate) s, commit \(commit) s")
                     try await database.waitForBackgroundWork(in: Workloads.zone)

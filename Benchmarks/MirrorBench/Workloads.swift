@@ -168,7 +168,12 @@ enum Workloads {
     /// Batch-insert's measured work: each record encoded the way a mirror encodes a batch
     /// (the direct encoder, in parallel parts), then one durable commit of them all.
     static func insertBatch(_ records: [BenchRecord], into database: JSONFileDatabase) async throws {
-        let encoded = BatchJSONCoding.encode(records, with: encoder)
+        let operations = try saves(of: records, encoded: BatchJSONCoding.encode(records, with: encoder))
+        try await database.commit(operations, to: zone)
+    }
+
+    /// The operations that save `records` as new, with their fields as `encoded`.
+    static func saves(of records: [BenchRecord], encoded: [Result<Data, any Error>]) throws -> [RecordOperation] {
         var operations: [RecordOperation] = []
         operations.reserveCapacity(records.count)
         for (record, fields) in zip(records, encoded) {
@@ -176,7 +181,7 @@ enum Workloads {
                 record.recordID, fields: try fields.get(), baseVersion: 0,
                 timestamp: HybridLogicalClock.shared.now()))
         }
-        try await database.commit(operations, to: zone)
+        return operations
     }
 
     // 4

@@ -15,33 +15,49 @@ enum WatcherOverflowCommand {
     static func run(_ arguments: [String]) async throws {
         #if canImport(Glibc)
         guard let root = arguments.first else { throw WorkerUsageError("watcher-overflow <directory>") }
-        let busy = root + "/Busy"
-        let quiet = root + "/Quiet"
-        for directory in [busy, quiet] {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        }
-        let busyReported = DispatchSemaphore(value: 0)
-        let quietReported = DispatchSemaphore(value: 0)
-        let watcher = DirectoryWatcher(method: .native) { directory in
-            (directory == quiet ? quietReported : busyReported).signal()
-        }
-        try watcher.add(busy)
-        try watcher.add(quiet)
-        try Data("start".utf8).write(to: URL(fileURLWithPath: busy + "/a"))
-        try Data().write(to: URL(fileURLWithPath: busy + "/b"))
-        guard busyReported.wait(timeout: .now() + 60) == .success else {
-            throw WorkerUsageError("the busy directory was not reported")
-        }
+        let setup = try Setup(root: root, other: "Quiet")
         // Nothing is read while the queue fills up.
-        try DirectoryWatcher.withNativeEventsHeld { try overflow(busy) }
-        guard quietReported.wait(timeout: .now() + 60) == .success else {
+        try DirectoryWatcher.withNativeEventsHeld { try overflow(setup.busy) }
+        guard setup.otherReported.wait(timeout: .now() + 60) == .success else {
             throw WorkerUsageError("the untouched directory was not reported after the overflow")
         }
-        watcher.cancel()
+        setup.watcher.cancel()
         print("reported")
         #else
         throw WorkerUsageError("watcher-overflow runs on Linux only")
         #endif
+    }
+
+    /// A native watcher of two new directories of `root`, `Busy` (with files `a` and `b`,
+    /// for ``overflow(_:)``) and `other`, once it has reported `Busy`.
+    struct Setup {
+        let watcher: DirectoryWatcher
+        let busy: String
+        let other: String
+        /// Signalled for every report of `other`.
+        let otherReported: DispatchSemaphore
+
+        init(root: String, other name: String, pollInterval: Duration = .milliseconds(250)) throws {
+            busy = root + "/Busy"
+            other = root + "/" + name
+            for directory in [busy, other] {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            }
+            let busyReported = DispatchSemaphore(value: 0)
+            let otherReported = DispatchSemaphore(value: 0)
+            self.otherReported = otherReported
+            let other = self.other
+            watcher = DirectoryWatcher(method: .native, pollInterval: pollInterval) { directory in
+                (directory == other ? otherReported : busyReported).signal()
+            }
+            try watcher.add(busy)
+            try watcher.add(other)
+            try Data("start".utf8).write(to: URL(fileURLWithPath: busy + "/a"))
+            try Data().write(to: URL(fileURLWithPath: busy + "/b"))
+            guard busyReported.wait(timeout: .now() + 60) == .success else {
+                throw WorkerUsageError("the busy directory was not reported")
+            }
+        }
     }
 
     /// Writes more events into `directory`'s files `a` and `b` (which must exist) than the

@@ -15,25 +15,9 @@ enum WatcherOverflowDeletedCommand {
         guard arguments.count == 2, ["before", "after"].contains(arguments[1]) else {
             throw WorkerUsageError("watcher-overflow-deleted <directory> <before|after>")
         }
-        let root = arguments[0]
         let deleteFirst = arguments[1] == "before"
-        let busy = root + "/Busy"
-        let gone = root + "/Gone"
-        for directory in [busy, gone] {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        }
-        let busyReported = DispatchSemaphore(value: 0)
-        let goneReported = DispatchSemaphore(value: 0)
-        let watcher = DirectoryWatcher(method: .native, pollInterval: .milliseconds(20)) { directory in
-            (directory == gone ? goneReported : busyReported).signal()
-        }
-        try watcher.add(busy)
-        try watcher.add(gone)
-        try Data("start".utf8).write(to: URL(fileURLWithPath: busy + "/a"))
-        try Data().write(to: URL(fileURLWithPath: busy + "/b"))
-        guard busyReported.wait(timeout: .now() + 60) == .success else {
-            throw WorkerUsageError("the busy directory was not reported")
-        }
+        let setup = try WatcherOverflowCommand.Setup(root: arguments[0], other: "Gone", pollInterval: .milliseconds(20))
+        let (watcher, busy, gone, goneReported) = (setup.watcher, setup.busy, setup.other, setup.otherReported)
         try DirectoryWatcher.withNativeEventsHeld {
             if deleteFirst { try FileManager.default.removeItem(atPath: gone) }
             try WatcherOverflowCommand.overflow(busy)
