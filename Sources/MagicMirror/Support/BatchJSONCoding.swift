@@ -39,14 +39,23 @@ package enum BatchJSONCoding {
 
     /// Decodes the fields of every record in `records`, packed: position `i` is the `i`th
     /// record, missing for a tombstone or a record whose fields did not decode.
+    ///
+    /// A large batch gives back the pages of mapped fields it read (``MappedBytes``) as it
+    /// goes, so that decoding a large zone whose fields were spilled holds a few of them at
+    /// a time.
     package static func decodeAll<Record: Decodable & Sendable>(
         _ records: some Collection<StoredRecord>, as type: Record.Type, with decoder: JSONDecoder
     ) -> DecodedRecords<Record> {
+        defer { if records.count >= recordsBetweenReleases { MappedBytes.releaseResidentPages() } }
         if DirectJSONDecoder.canStandIn(for: decoder) {
             return decodeDirectly(Array(records), as: type, with: decoder)
         }
         return DecodedRecords(decodeJoined(records, as: type, with: decoder))
     }
+
+    /// How many records a part decodes between two releases of mapped pages: about 700 KB
+    /// of 170-byte records.
+    package static let recordsBetweenReleases = 4_096
 
     /// Decodes the fields of every record with `decoder`: the live records' fields joined
     /// into one array, decoded with one call, or one call per record when that fails.
@@ -101,6 +110,9 @@ package enum BatchJSONCoding {
                 var written = 0
                 var missing: [(position: Int, error: (any Error)?)] = []
                 for position in range {
+                    if (position - range.lowerBound) % recordsBetweenReleases == recordsBetweenReleases - 1 {
+                        MappedBytes.releaseResidentPages()
+                    }
                     guard let fields = records[position].fields else {
                         missing.append((position, nil))
                         continue

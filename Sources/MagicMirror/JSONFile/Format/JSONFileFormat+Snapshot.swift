@@ -66,6 +66,8 @@ extension JSONFileFormat {
     ///     tiny pieces). A line longer than a piece is read whole all the same.
     ///   - partsFrom: The size from which the file is read in parallel parts (tests use a
     ///     small one).
+    ///   - spill: Where the records' fields go once read (``FieldsSpill``), or `nil` to keep
+    ///     them in memory.
     ///   - read: Reads the file's bytes from an offset into a buffer, filling it unless the
     ///     file ends first, and returns how many it read. Called from several threads at once
     ///     for a file read in parts.
@@ -73,12 +75,13 @@ extension JSONFileFormat {
     ///   ``SnapshotReadFailure/problem(_:)`` for an unknown format version.
     static func readSnapshot(
         size: Int, pieceSize: Int = snapshotPieceSize, partsFrom: Int = snapshotSizeReadInParts,
+        spill: FieldsSpill.Target? = nil,
         read: @Sendable (_ buffer: UnsafeMutableRawBufferPointer, _ offset: Int) throws(FileSystem.Failure) -> Int
     ) throws(SnapshotReadFailure) -> SnapshotContents {
         let bounds = partBounds(size: size, from: partsFrom, read: read)
         @Sendable func readPart(_ index: Int) -> Result<(part: SnapshotParser.Part, end: Int), SnapshotReadFailure> {
             Result { () throws(SnapshotReadFailure) in
-                var parser = SnapshotParser(readsHeader: index == 0)
+                var parser = SnapshotParser(readsHeader: index == 0, spill: spill.map(FieldsSpill.init))
                 let end = try readPieces(into: &parser, from: bounds[index], to: bounds[index + 1], pieceSize: pieceSize, read: read)
                 return (parser.finish(), end)
             }
@@ -199,13 +202,16 @@ extension JSONFileFormat {
         private var records = RecordChunks()
         private var bad: [(offset: Int, bytes: [UInt8])] = []
         private var parser = LineParser()
-        private var fields = FieldsPool()
+        private var fields: FieldsPool
         private var lineNumber = 0
 
-        /// - Parameter readsHeader: Whether the bytes start at the file's start, with the
-        ///   header line (else they start at a record line of a file read in parts).
-        init(readsHeader: Bool) {
+        /// - Parameters:
+        ///   - readsHeader: Whether the bytes start at the file's start, with the header
+        ///     line (else they start at a record line of a file read in parts).
+        ///   - spill: Where the fields go once read, or `nil` to keep them in memory.
+        init(readsHeader: Bool, spill: FieldsSpill? = nil) {
             lineNumber = readsHeader ? 0 : 1
+            fields = FieldsPool(spill: spill)
         }
 
         /// Decodes the complete lines of `base[0..<count]`, which starts at byte `offset`
@@ -267,6 +273,7 @@ extension JSONFileFormat {
         /// What the pieces held.
         mutating func finish() -> Part {
             fields.finish(&records)
+            fields.discard()
             defer { self = SnapshotParser(readsHeader: false) }
             return Part(header: header, records: records, bad: bad)
         }
@@ -324,6 +331,9 @@ extension JSONFileFormat {
     /// record given its part as a `Data` slice of one (which costs no allocation of its
     /// own). A separate `Data` per record costs about 120 bytes more each (the storage
     /// object and the allocation's rounding), and one allocation and release each.
+    ///
+    /// With a spill, a full buffer is written to it and the records are given slices of the
+    /// mapped copy; the buffer is then filled again.
     private struct FieldsPool {
         /// The size of a buffer (a larger one holds fields larger than this).
         static let bufferSize = 1 << 20
@@ -332,6 +342,12 @@ extension JSONFileFormat {
         private var used = 0
         /// The records whose fields are in the current buffer, and where.
         private var placed: [(record: Int, start: Int, count: Int)] = []
+        /// Where full buffers go, or `nil` to keep them in memory.
+        private let spill: FieldsSpill?
+
+        init(spill: FieldsSpill?) {
+            self.spill = spill
+        }
 
         /// Copies the fields of record `index` (of `records`) into the current buffer.
         mutating func add(
@@ -341,9 +357,13 @@ extension JSONFileFormat {
             let count = bytes.count
             if used + count > capacity {
                 finish(&records)
-                capacity = max(Self.bufferSize, count)
-                buffer = malloc(capacity)
-                guard buffer != nil else { fatalError("out of memory reading a snapshot") }
+                if count > capacity {
+                    // No buffer (or one given away), or one too small for these fields.
+                    free(buffer)
+                    capacity = FieldsSpill.roundedToPages(max(Self.bufferSize, count))
+                    buffer = malloc(capacity)
+                    guard buffer != nil else { fatalError("out of memory reading a snapshot") }
+                }
             }
             let target = buffer! + used
             switch bytes {
@@ -365,15 +385,21 @@ extension JSONFileFormat {
             capacity = 0
         }
 
-        /// Gives the records in the current buffer their fields, and lets the buffer go.
+        /// Gives the records in the current buffer their fields: spilled (the buffer is
+        /// then kept, to be filled again), else the buffer itself, let go.
         mutating func finish(_ records: inout RecordChunks) {
-            guard let buffer else { return }
-            self.buffer = nil
-            let data = Data(bytesNoCopy: buffer, count: used, deallocator: .free)
+            guard let buffer, !placed.isEmpty else { return }
+            let data: Data
+            if let spilled = spill?.keep(UnsafeMutableRawBufferPointer(start: buffer, count: capacity), count: used) {
+                data = spilled
+            } else {
+                data = Data(bytesNoCopy: buffer, count: used, deallocator: .free)
+                self.buffer = nil
+                capacity = 0
+            }
             for (record, start, count) in placed { records[record].fields = data[start..<(start + count)] }
             placed.removeAll(keepingCapacity: true)
             used = 0
-            capacity = 0
         }
     }
 

@@ -116,6 +116,8 @@ extension JSONFileZone {
                     let fd = newSnapshot
                     try fileSystem.write(fd, bytes: writer.bytes)
                     writer.removeAll()
+                    // The spilled fields written so far need not stay mapped in.
+                    MappedBytes.releaseResidentPages()
                 }
             }
             writer.append(JSONFileFormat.snapshotFooter)

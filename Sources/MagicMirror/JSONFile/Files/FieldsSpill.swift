@@ -1,0 +1,105 @@
+import Foundation
+
+/// Where the fields of a large snapshot's records are kept once read: an unnamed file in
+/// the zone's directory (`O_TMPFILE`), written a buffer at a time as the snapshot is read
+/// and mapped back read-only (``MappedBytes``).
+///
+/// Opening a zone of 100,000 records otherwise holds every record's fields in the heap
+/// (about 19 MB for 170-byte records), beside the values a mirror decodes from them. In
+/// the spill file they are in the kernel's page cache instead: mapped in while they are
+/// read, given back after (decoding and compaction release them as they go), and
+/// reclaimable by the kernel under memory pressure, as a database's pages are.
+///
+/// The file has no name, so no other program can open, truncate or change it through the
+/// directory (a mapped file changed under the process could fault it), and the system frees
+/// its space when the last mapping and descriptor go, including when the process is killed.
+/// Its dirty pages may be written to the disk while the process runs: the price of memory
+/// the kernel can take back.
+///
+/// Any failure (a file system without `O_TMPFILE`, a read-only directory, a full disk, no
+/// address space) keeps the fields in memory, as before: spilling saves memory, never
+/// data. Only Linux spills; elsewhere ``Target/init(fileSystem:directory:)`` gives `nil`.
+final class FieldsSpill: @unchecked Sendable {
+    /// Where spill files are made: a zone's directory, through the engine's file system
+    /// (so tests can fail the calls).
+    struct Target: Sendable {
+        fileprivate let fileSystem: FileSystem
+        fileprivate let directoryFD: Int32
+
+        /// A target in the directory `directoryFD`, or `nil` where spilling is not done.
+        init?(fileSystem: FileSystem, directory directoryFD: Int32) {
+            #if os(Linux)
+            self.fileSystem = fileSystem
+            self.directoryFD = directoryFD
+            #else
+            return nil
+            #endif
+        }
+    }
+
+    /// From this snapshot size on, its records' fields are spilled.
+    static let snapshotSizeSpilled = 4 << 20
+
+    private let target: Target
+    private var fd: Int32 = -1
+    /// Where the next buffer goes in the file (a multiple of the page size).
+    private var offset = 0
+    /// Set by a failure: nothing more is spilled to this file.
+    private(set) var hasFailed = false
+
+    /// A spill that opens its file when it first keeps something. One reader uses it at a
+    /// time (each part of a snapshot read in parallel has its own).
+    init(_ target: Target) {
+        self.target = target
+    }
+
+    deinit {
+        // The mappings hold the file on their own.
+        if fd >= 0 { close(fd) }
+    }
+
+    /// `O_TMPFILE`, which Swift does not import (a macro of a macro): a file with no name in
+    /// the directory opened. Its value is the same on every Linux architecture Swift runs on;
+    /// a kernel or file system without it fails the open (`EISDIR`, `EOPNOTSUPP`), and the
+    /// fields stay in memory. Never used elsewhere (``Target`` is `nil` there).
+    private static var unnamedFile: Int32 {
+        #if os(Linux)
+        0o20_000_000 | O_DIRECTORY
+        #else
+        0
+        #endif
+    }
+
+    /// `count` rounded up to a whole number of pages: the room a buffer must have to be
+    /// kept (see ``keep(_:count:)``).
+    static func roundedToPages(_ count: Int) -> Int {
+        (count + MappedBytes.pageSize - 1) / MappedBytes.pageSize * MappedBytes.pageSize
+    }
+
+    /// Writes the first `count` bytes of `buffer` to the file (padded with zeros to a whole
+    /// page, which `buffer` must have room for) and maps them back.
+    ///
+    /// - Returns: The bytes, mapped; `nil` when they could not be kept (the caller keeps
+    ///   them in memory), and from then on.
+    func keep(_ buffer: UnsafeMutableRawBufferPointer, count: Int) -> Data? {
+        guard !hasFailed, count > 0, let base = buffer.baseAddress else { return nil }
+        let length = Self.roundedToPages(count)
+        precondition(length <= buffer.count, "a kept buffer has room for whole pages")
+        (base + count).initializeMemory(as: UInt8.self, repeating: 0, count: length - count)
+        do throws(FileSystem.Failure) {
+            if fd < 0 {
+                fd = try target.fileSystem.open(at: target.directoryFD, ".", flags: Self.unnamedFile | O_RDWR, mode: 0o600)
+            }
+            try target.fileSystem.write(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
+        } catch {
+            hasFailed = true
+            return nil
+        }
+        guard let data = MappedBytes.map(fd, offset: offset, count: count) else {
+            hasFailed = true
+            return nil
+        }
+        offset += length
+        return data
+    }
+}

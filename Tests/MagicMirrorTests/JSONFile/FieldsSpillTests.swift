@@ -1,0 +1,185 @@
+import Foundation
+@testable import MagicMirror
+import MirrorTesting
+import Testing
+
+/// The fields of a large snapshot's records are written to an unnamed file in the zone's
+/// directory as the snapshot is read and mapped back (`FieldsSpill`, `MappedBytes`):
+/// every record reads back whole, the pages are given back after decoding, nothing is left
+/// in the directory, and a spill that cannot be written keeps the fields in memory.
+#if os(Linux)
+@Suite struct FieldsSpillTests {
+    let zone = ZoneID.public("SampleRecord")
+
+    /// A database in `directory` whose zone's snapshot is larger than
+    /// `FieldsSpill.snapshotSizeSpilled`: 16,000 records, one near the end with a 1.5 MB
+    /// title (larger than a spill buffer), compacted.
+    static func seed(_ directory: TemporaryDirectory) async throws -> [SampleRecord] {
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let mirror = try await Mirror<SampleRecord>(database: database)
+        var records = SampleRecord.many(16_000, titled: "A record with a title of some length, number")
+        records[15_990].title = String(repeating: "long title ", count: 150_000)
+        mirror.dataModel.append(contentsOf: records)
+        try await mirror.flush()
+        try await database.compact(.public("SampleRecord"))
+        let size = try FileManager.default.attributesOfItem(
+            atPath: directory.url.appendingPathComponent("public/SampleRecord/snapshot.json").path)[.size] as? Int
+        #expect(try #require(size) >= FieldsSpill.snapshotSizeSpilled)
+        return records
+    }
+
+    /// Whether every byte of `fields` lies in one of `ranges`.
+    static func isMapped(_ fields: Data, in ranges: [(start: UInt, length: Int)]) -> Bool {
+        fields.withUnsafeBytes { raw in
+            let start = UInt(bitPattern: raw.baseAddress)
+            return ranges.contains { start >= $0.start && start + UInt(raw.count) <= $0.start + UInt($0.length) }
+        }
+    }
+
+    /// The resident size in kB of the mappings that start at `starts`, from
+    /// `/proc/self/smaps`.
+    static func residentKB(of starts: Set<UInt>) throws -> Int {
+        // Read to its end with read(2): Foundation stops a file of size 0 (a /proc file)
+        // after its first piece.
+        let fd = open("/proc/self/smaps", O_RDONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var piece = [UInt8](repeating: 0, count: 1 << 16)
+        while case let got = piece.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }), got > 0 {
+            bytes += piece[0..<got]
+        }
+        let smaps = String(decoding: bytes, as: UTF8.self)
+        var resident = 0
+        var current = false
+        for line in smaps.split(separator: "\n") {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
+            if let range = parts.first, range.contains("-"), let dash = range.firstIndex(of: "-"),
+               let start = UInt(range[..<dash], radix: 16) {
+                current = starts.contains(start)
+            } else if current, parts.first == "Rss:", parts.count >= 2, let kB = Int(parts[1]) {
+                resident += kB
+            }
+        }
+        return resident
+    }
+
+    @Test func aLargeSnapshotsFieldsAreSpilledAndEveryRecordReadsBackWhole() async throws {
+        let directory = try TemporaryDirectory("spill")
+        defer { directory.remove() }
+        let records = try await Self.seed(directory)
+
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let mirror = try await Mirror<SampleRecord>(database: database)
+        #expect(Array(mirror.dataModel) == records, "every record, in order, with its 1.5 MB title")
+
+        let stored = try await database.fetchAll(in: zone).records
+        let ranges = MappedBytes.ranges
+        #expect(stored.count == records.count)
+        #expect(stored.allSatisfy { Self.isMapped($0.fields!, in: ranges) }, "every record's fields are mapped")
+        let ours = Set(ranges.filter { range in
+            stored.contains { Self.isMapped($0.fields!, in: [range]) }
+        }.map(\.start))
+        let mappedKB = ranges.filter { ours.contains($0.start) }.reduce(0) { $0 + $1.length } / 1024
+        #expect(mappedKB >= 3 * 1024, "the fields of 16,000 records and a 1.5 MB one")
+        // Decoding gave the pages back: a few may be mapped in again since.
+        let resident = try Self.residentKB(of: ours)
+        #expect(resident <= mappedKB / 4, "\(resident) kB of \(mappedKB) kB resident after opening")
+
+        // Nothing named is left in the zone's directory.
+        let names = try FileManager.default.contentsOfDirectory(
+            atPath: directory.url.appendingPathComponent("public/SampleRecord").path)
+        #expect(names.filter { !["snapshot.json", "lock"].contains($0) && !$0.hasPrefix("journal-") }.isEmpty, "\(names)")
+
+        // Changes, a compaction that reads every spilled record, and a reopen.
+        mirror.dataModel[3].title = "changed"
+        mirror.dataModel.remove(at: 10)
+        try await mirror.flush()
+        try await database.compact(zone)
+        var expected = records
+        expected[3].title = "changed"
+        expected.remove(at: 10)
+        #expect(Array(mirror.dataModel) == expected)
+        let reopened = try await Mirror<SampleRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
+        #expect(Array(reopened.dataModel) == expected)
+    }
+
+    @Test func whenTheSpillCannotBeWrittenTheFieldsStayInMemory() async throws {
+        let directory = try TemporaryDirectory("spill-full")
+        defer { directory.remove() }
+        let records = try await Self.seed(directory)
+
+        let faulty = FaultyFileSystem()
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
+        let writesBefore = faulty.count(.write)
+        // The first write of each part's spill (a snapshot this large is read in one part
+        // per core).
+        let parts = BatchJSONCoding.processorCount
+        faulty.failNext(.write, errno: ENOSPC, times: parts)
+        let mirror = try await Mirror<SampleRecord>(database: database)
+        #expect(faulty.count(.write) == writesBefore + parts, "each part tried to spill once, then stopped")
+        #expect(Array(mirror.dataModel) == records)
+        let stored = try await database.fetchAll(in: zone).records
+        let ranges = MappedBytes.ranges
+        #expect(stored.allSatisfy { !Self.isMapped($0.fields!, in: ranges) }, "the fields are in memory")
+
+        mirror.dataModel[0].title = "after a full disk"
+        try await mirror.flush()
+        let reopened = try await Mirror<SampleRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
+        #expect(reopened.dataModel.first?.title == "after a full disk")
+        #expect(reopened.dataModel.count == records.count)
+    }
+
+    /// A snapshot read with a spill whose file cannot be opened (a file system without
+    /// `O_TMPFILE`) or written gives what a read without one gives, in memory.
+    @Test(arguments: [FileSystem.Operation.open, .write])
+    func aSpillThatFailsGivesWhatAReadInMemoryGives(failing operation: FileSystem.Operation) throws {
+        let directory = try TemporaryDirectory("spill-read")
+        defer { directory.remove() }
+        let records = JSONFileSnapshotReadingTests.records(400)
+        let bytes = JSONFileSnapshotReadingTests.snapshot(records)
+        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let faulty = FaultyFileSystem()
+        faulty.failNext(operation, errno: operation == .open ? EOPNOTSUPP : EIO)
+
+        let read = try JSONFileFormat.readSnapshot(
+            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd),
+            read: JSONFileSnapshotReadingTests.reader(bytes))
+        #expect(faulty.count(operation) == 1)
+        #expect(read.records == records)
+        #expect(read.records.allSatisfy { !Self.isMapped($0.fields!, in: MappedBytes.ranges) })
+
+        // Without the fault, the same read spills, and gives the same records.
+        let spilled = try JSONFileFormat.readSnapshot(
+            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd),
+            read: JSONFileSnapshotReadingTests.reader(bytes))
+        #expect(spilled.records == records)
+        #expect(spilled.records.allSatisfy { Self.isMapped($0.fields!, in: MappedBytes.ranges) })
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
+    @Test func aMappingGoesWithTheLastRecordThatUsesIt() throws {
+        let directory = try TemporaryDirectory("spill-unmap")
+        defer { directory.remove() }
+        let records = JSONFileSnapshotReadingTests.records(300)
+        let bytes = JSONFileSnapshotReadingTests.snapshot(records)
+        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var read: [StoredRecord]? = try JSONFileFormat.readSnapshot(
+            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd),
+            read: JSONFileSnapshotReadingTests.reader(bytes)
+        ).records
+        let start = try #require(read?.first?.fields).withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        let mapping = try #require(MappedBytes.ranges.first { start >= $0.start && start < $0.start + UInt($0.length) })
+        let kept = read?[299]
+        read = nil
+        #expect(MappedBytes.ranges.contains { $0 == mapping }, "a record still uses it")
+        #expect(kept == records[299])
+        _ = consume kept
+        #expect(!MappedBytes.ranges.contains { $0 == mapping }, "unmapped with the last record")
+    }
+}
+#endif
