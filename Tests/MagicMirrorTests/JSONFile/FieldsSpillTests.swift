@@ -12,19 +12,25 @@ import Testing
     let zone = ZoneID.public("SampleRecord")
 
     /// A database in `directory` whose zone's snapshot is larger than
-    /// `FieldsSpill.snapshotSizeSpilled`: 16,000 records, one near the end with a 1.5 MB
+    /// `FieldsSpill.sizeSpilled`: 16,000 records, one near the end with a 1.5 MB
     /// title (larger than a spill buffer), compacted.
-    static func seed(_ directory: TemporaryDirectory) async throws -> [SampleRecord] {
-        let database = try JSONFileDatabase(isolatedDirectory: directory.url)
+    ///
+    /// - Parameter compacted: Whether the records are in the snapshot (else all in the
+    ///   journal).
+    static func seed(_ directory: TemporaryDirectory, compacted: Bool = true) async throws -> [SampleRecord] {
+        var options = JSONFileDatabase.Options()
+        options.compactionThreshold = .max
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url, options: options)
         let mirror = try await Mirror<SampleRecord>(database: database)
         var records = SampleRecord.many(16_000, titled: "A record with a title of some length, number")
         records[15_990].title = String(repeating: "long title ", count: 150_000)
         mirror.dataModel.append(contentsOf: records)
         try await mirror.flush()
-        try await database.compact(.public("SampleRecord"))
+        if compacted { try await database.compact(.public("SampleRecord")) }
+        let file = compacted ? "snapshot.json" : "journal-0.ndjson"
         let size = try FileManager.default.attributesOfItem(
-            atPath: directory.url.appendingPathComponent("public/SampleRecord/snapshot.json").path)[.size] as? Int
-        #expect(try #require(size) >= FieldsSpill.snapshotSizeSpilled)
+            atPath: directory.url.appendingPathComponent("public/SampleRecord/" + file).path)[.size] as? Int
+        #expect(try #require(size) >= FieldsSpill.sizeSpilled)
         return records
     }
 
@@ -102,6 +108,23 @@ import Testing
         #expect(Array(mirror.dataModel) == expected)
         let reopened = try await Mirror<SampleRecord>(database: try JSONFileDatabase(isolatedDirectory: directory.url))
         #expect(Array(reopened.dataModel) == expected)
+    }
+
+    @Test func aLargeJournalsFieldsAreSpilledToo() async throws {
+        let directory = try TemporaryDirectory("spill-journal")
+        defer { directory.remove() }
+        let records = try await Self.seed(directory, compacted: false)
+
+        var options = JSONFileDatabase.Options()
+        options.compactionThreshold = .max
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url, options: options)
+        let mirror = try await Mirror<SampleRecord>(database: database)
+        #expect(Array(mirror.dataModel) == records)
+        let stored = try await database.fetchAll(in: zone).records
+        #expect(stored.allSatisfy { Self.isMapped($0.fields!, in: MappedBytes.ranges) }, "every record's fields are mapped")
+        let names = try FileManager.default.contentsOfDirectory(
+            atPath: directory.url.appendingPathComponent("public/SampleRecord").path)
+        #expect(Set(names) == ["journal-0.ndjson", "lock"])
     }
 
     @Test func whenTheSpillCannotBeWrittenTheFieldsStayInMemory() async throws {

@@ -37,8 +37,9 @@ final class FieldsSpill: @unchecked Sendable {
         }
     }
 
-    /// From this snapshot size on, its records' fields are spilled.
-    static let snapshotSizeSpilled = 4 << 20
+    /// From this many bytes read at once (a snapshot, or a journal read whole on opening),
+    /// the records' fields are spilled.
+    static let sizeSpilled = 4 << 20
 
     private let target: Target
     private var fd: Int32 = -1

@@ -64,14 +64,18 @@ extension JSONFileFormat {
     /// Sequence numbers only grow: a commit whose number is not above `sequence` (what the
     /// reader has applied already) and every earlier commit of the stretch is listed in
     /// ``JournalScan/repeated`` instead of ``JournalScan/commits``.
+    ///
+    /// The commits' fields are copied out of `base`, into a few large buffers, spilled to
+    /// `spill` when there is one (see ``FieldsSpill``).
     static func scanJournal(
-        _ base: UnsafePointer<UInt8>, count: Int, after sequence: Int, parser: inout LineParser
+        _ base: UnsafePointer<UInt8>, count: Int, after sequence: Int, parser: inout LineParser,
+        spill: FieldsSpill.Target? = nil
     ) -> JournalScan {
         var scan = JournalScan()
         // The lines read since the last complete append, each with its offset and end.
         var pending: [PendingLine] = []
-        // The fields of the commits' records, in order, gathered into one buffer at the end
-        // (one allocation for all, as a snapshot's).
+        // The fields of the commits' records, in order, gathered into a few buffers at the
+        // end, as a snapshot's.
         var fields: [LineParser.FieldsBytes?] = []
         var pendingBad: [(offset: Int, length: Int)] = []
         var highest = sequence
@@ -158,7 +162,7 @@ extension JSONFileFormat {
             scan.bad.append(contentsOf: pendingBad)
             pendingBad.removeAll()
         }
-        var slices = sharedFields(fields, from: base).makeIterator()
+        var slices = pooledFields(fields, from: base, spill: spill.map(FieldsSpill.init)).makeIterator()
         for commit in scan.commits.indices {
             for record in scan.commits[commit].records.indices {
                 scan.commits[commit].records[record].fields = slices.next()!

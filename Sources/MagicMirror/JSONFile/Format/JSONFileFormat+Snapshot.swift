@@ -257,7 +257,7 @@ extension JSONFileFormat {
                 if last > start, base[last - 1] == UInt8(ascii: ",") { last -= 1 }
                 if let (record, bytes) = parser.parseSnapshotRecord(base, start: start, end: last) {
                     records.append(record)
-                    fields.add(bytes, from: base, forRecord: records.count - 1, of: &records)
+                    fields.add(bytes, from: base, for: records.count - 1) { records[$0].fields = $1 }
                 } else {
                     self.bad.append(bad())
                 }
@@ -272,7 +272,7 @@ extension JSONFileFormat {
 
         /// What the pieces held.
         mutating func finish() -> Part {
-            fields.finish(&records)
+            fields.finish { records[$0].fields = $1 }
             fields.discard()
             defer { self = SnapshotParser(readsHeader: false) }
             return Part(header: header, records: records, bad: bad)
@@ -334,13 +334,14 @@ extension JSONFileFormat {
     ///
     /// With a spill, a full buffer is written to it and the records are given slices of the
     /// mapped copy; the buffer is then filled again.
-    private struct FieldsPool {
+    struct FieldsPool {
         /// The size of a buffer (a larger one holds fields larger than this).
         static let bufferSize = 1 << 20
         private var buffer: UnsafeMutableRawPointer?
         private var capacity = 0
         private var used = 0
-        /// The records whose fields are in the current buffer, and where.
+        /// The records whose fields are in the current buffer (by the number their owner
+        /// gave), and where.
         private var placed: [(record: Int, start: Int, count: Int)] = []
         /// Where full buffers go, or `nil` to keep them in memory.
         private let spill: FieldsSpill?
@@ -349,14 +350,15 @@ extension JSONFileFormat {
             self.spill = spill
         }
 
-        /// Copies the fields of record `index` (of `records`) into the current buffer.
+        /// Copies the fields of record number `index` into the current buffer; when it is
+        /// full, first gives the records in it their fields (``finish(_:)``).
         mutating func add(
-            _ bytes: LineParser.FieldsBytes, from base: UnsafePointer<UInt8>, forRecord index: Int,
-            of records: inout RecordChunks
+            _ bytes: LineParser.FieldsBytes, from base: UnsafePointer<UInt8>, for index: Int,
+            give: (_ record: Int, _ fields: Data) -> Void
         ) {
             let count = bytes.count
             if used + count > capacity {
-                finish(&records)
+                finish(give)
                 if count > capacity {
                     // No buffer (or one given away), or one too small for these fields.
                     free(buffer)
@@ -385,9 +387,10 @@ extension JSONFileFormat {
             capacity = 0
         }
 
-        /// Gives the records in the current buffer their fields: spilled (the buffer is
-        /// then kept, to be filled again), else the buffer itself, let go.
-        mutating func finish(_ records: inout RecordChunks) {
+        /// Gives the records in the current buffer their fields (`give`, with each record's
+        /// number): spilled (the buffer is then kept, to be filled again), else the buffer
+        /// itself, let go.
+        mutating func finish(_ give: (_ record: Int, _ fields: Data) -> Void) {
             guard let buffer, !placed.isEmpty else { return }
             let data: Data
             if let spilled = spill?.keep(UnsafeMutableRawBufferPointer(start: buffer, count: capacity), count: used) {
@@ -397,39 +400,26 @@ extension JSONFileFormat {
                 self.buffer = nil
                 capacity = 0
             }
-            for (record, start, count) in placed { records[record].fields = data[start..<(start + count)] }
+            for (record, start, count) in placed { give(record, data[start..<(start + count)]) }
             placed.removeAll(keepingCapacity: true)
             used = 0
         }
     }
 
-    /// The bytes of `fields` copied into one buffer, as a `Data` slice of it each, in order
-    /// (`nil` for `nil`).
-    static func sharedFields(
-        _ fields: [LineParser.FieldsBytes?], from base: UnsafePointer<UInt8>
+    /// The bytes of `fields` copied into a few large buffers (``FieldsPool``), spilled to
+    /// `spill` when there is one, as a `Data` slice of one each, in order (`nil` for `nil`).
+    static func pooledFields(
+        _ fields: [LineParser.FieldsBytes?], from base: UnsafePointer<UInt8>, spill: FieldsSpill? = nil
     ) -> [Data?] {
-        var buffer = Data(count: fields.reduce(0) { $0 + ($1?.count ?? 0) })
-        buffer.withUnsafeMutableBytes { raw in
-            guard let target = raw.baseAddress else { return }
-            var offset = 0
-            for bytes in fields {
-                switch bytes {
-                case .range(let range)?:
-                    (target + offset).copyMemory(from: base + range.lowerBound, byteCount: range.count)
-                case .data(let data)?:
-                    data.withUnsafeBytes { (target + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-                case nil:
-                    break
-                }
-                offset += bytes?.count ?? 0
-            }
+        var pool = FieldsPool(spill: spill)
+        var result = [Data?](repeating: nil, count: fields.count)
+        for (index, bytes) in fields.enumerated() {
+            guard let bytes else { continue }
+            pool.add(bytes, from: base, for: index) { result[$0] = $1 }
         }
-        var offset = buffer.startIndex
-        return fields.map { bytes in
-            guard let count = bytes?.count else { return nil }
-            defer { offset += count }
-            return buffer[offset..<(offset + count)]
-        }
+        pool.finish { result[$0] = $1 }
+        pool.discard()
+        return result
     }
 
     private enum HeaderResult {

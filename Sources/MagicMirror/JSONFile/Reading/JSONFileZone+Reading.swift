@@ -190,10 +190,14 @@ extension JSONFileZone {
                 throw located(MirrorError.posix(error.code, "read", file: path(name)))
             }
             var parser = JSONFileFormat.LineParser()
+            // A large read (a whole journal, on opening) spills its fields, as a snapshot's.
+            let spill = count >= FieldsSpill.sizeSpilled
+                ? FieldsSpill.Target(fileSystem: fileSystem, directory: disk.directoryFD) : nil
             // The bytes stay alive (mapped) while the scan reads them through `base`.
             (scan, dataEnd) = withExtendedLifetime(bytes) { bytes in
                 let base = UnsafePointer(bytes.base.assumingMemoryBound(to: UInt8.self))
-                let scan = JSONFileFormat.scanJournal(base, count: bytes.count, after: sequence, parser: &parser)
+                let scan = JSONFileFormat.scanJournal(
+                    base, count: bytes.count, after: sequence, parser: &parser, spill: spill)
                 return (scan, JSONFileFormat.dataEnd(base, count: bytes.count))
             }
             if !scan.orphaned || underLock || shortened { break }
