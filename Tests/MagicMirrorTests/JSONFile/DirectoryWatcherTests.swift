@@ -121,6 +121,34 @@ import Testing
         #expect(await events.wait(for: zone))
     }
 
+    #if os(Linux)
+    /// A file with no name in the directory (`O_TMPFILE`, as a reader's spill of a large
+    /// snapshot's fields) is not a change to the directory's files: writing and closing it
+    /// is not reported (the fence as above).
+    @Test(arguments: methods)
+    func unnamedFilesAreNotReported(method: DirectoryWatcher.Method) async throws {
+        let temporary = try TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        let zone = try makeDirectory(temporary, "Todo")
+        let fence = try makeDirectory(temporary, "Fence")
+        let (watcher, events) = watcher(method)
+        try watcher.add(zone)
+        try watcher.add(fence)
+
+        let unnamed = open(zone, 0o20_000_000 | O_DIRECTORY | O_RDWR, 0o600)
+        try #require(unnamed >= 0)
+        let bytes = [UInt8](repeating: 0x7B, count: 8192)
+        #expect(bytes.withUnsafeBytes { Glibc.write(unnamed, $0.baseAddress, $0.count) } == 8192)
+        close(unnamed)
+        try write("x", to: fence + "/file")
+        #expect(await events.wait(for: fence))
+        #expect(events.count(zone) == 0)
+
+        try write("{}\n", to: zone + "/journal-1.ndjson")
+        #expect(await events.wait(for: zone))
+    }
+    #endif
+
     /// A write that changes neither a file's size nor, within one tick of the clock that
     /// stamps file times, its times (a write in place) is still reported
     /// when the directory is polled: a look right after a write cannot tell a second write

@@ -237,6 +237,9 @@ final class InotifyHub: Sendable {
                     events[watch, default: WatchEvents()].broken = true
                 } else if nameLength > 0, offset <= count {
                     let nameBytes = UnsafeRawBufferPointer(rebasing: buffer[nameStart..<offset])
+                    // A file with no name in the directory (`O_TMPFILE`, which the kernel
+                    // calls `#<inode>`: a spill of another reader) changes none of its files.
+                    if nameBytes.first == UInt8(ascii: "#") { continue }
                     events[watch, default: WatchEvents()].names.insert(
                         String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self))
                 } else {
