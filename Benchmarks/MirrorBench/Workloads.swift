@@ -339,7 +339,8 @@ enum Workloads {
             percentile(sinceReturn, 0.5), percentile(sinceReturn, 0.99))
         return BenchResult(
             name: "propagate", n: count, seconds: latencies.reduce(0, +) / 1000,
-            target: "p99 ≤ 20 ms", meetsTarget: p99 <= 20, p50Millis: percentile(latencies, 0.5),
+            // #20's target, met from the call's start (stricter than from its return).
+            target: "p99 ≤ 1 ms", meetsTarget: p99 <= 1, p50Millis: percentile(latencies, 0.5),
             p99Millis: p99, maxMillis: latencies.last,
             note: "durable commit call in one process to dataModel update in another; " + afterReturn)
     }
