@@ -183,6 +183,27 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
     }
 
+    /// The spill is opened with `O_EXCL`, so not even its owner can give it a name through
+    /// `/proc` (an unnamed file opened without it can be linked into the directory).
+    @Test func theSpillCanNeverBeGivenAName() throws {
+        let directory = try TemporaryDirectory("spill-link")
+        defer { directory.remove() }
+        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let spill = FieldsSpill(try #require(FieldsSpill.Target(fileSystem: .live, directory: fd)))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: MappedBytes.pageSize, alignment: 1)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: UInt8(ascii: "x"))
+        let kept = try #require(spill.keep(buffer, count: 100))
+        #expect(kept == Data(repeating: UInt8(ascii: "x"), count: 100))
+        #expect(spill.descriptor >= 0)
+
+        let linked = linkat(AT_FDCWD, "/proc/self/fd/\(spill.descriptor)", fd, "named", AT_SYMLINK_FOLLOW)
+        #expect(linked == -1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
     @Test func aMappingGoesWithTheLastRecordThatUsesIt() throws {
         let directory = try TemporaryDirectory("spill-unmap")
         defer { directory.remove() }

@@ -45,6 +45,8 @@ final class FieldsSpill: @unchecked Sendable {
     private var fd: Int32 = -1
     /// Where the next buffer goes in the file (a multiple of the page size).
     private var offset = 0
+    /// The file's descriptor once it is open, else `-1` (for tests).
+    var descriptor: Int32 { fd }
     /// Set by a failure: nothing more is spilled to this file.
     private(set) var hasFailed = false
 
@@ -89,7 +91,9 @@ final class FieldsSpill: @unchecked Sendable {
         (base + count).initializeMemory(as: UInt8.self, repeating: 0, count: length - count)
         do throws(FileSystem.Failure) {
             if fd < 0 {
-                fd = try target.fileSystem.open(at: target.directoryFD, ".", flags: Self.unnamedFile | O_RDWR, mode: 0o600)
+                // O_EXCL: the file can never be given a name (`linkat` through /proc).
+                fd = try target.fileSystem.open(
+                    at: target.directoryFD, ".", flags: Self.unnamedFile | O_RDWR | O_EXCL, mode: 0o600)
             }
             try target.fileSystem.write(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
         } catch {
