@@ -18,13 +18,18 @@ final class JSONFileContext: Sendable {
     /// Told the number of waiting commits of a zone whenever one starts waiting: set by
     /// tests of group commit when they open the database, `nil` otherwise.
     let queueObserver: (@Sendable (ZoneID, Int) -> Void)?
+    /// How many bytes of a journal a load reads at a time (``JSONFileZone/journalPieceSize``;
+    /// tests use small pieces).
+    let journalPieceSize: Int
 
     init(
         rootPath: String, rootFD: Int32, identifier: String, reservesJournalSpace: Bool, writerID: String,
         fileSystem: FileSystem,
-        subscribers: SubscriberList, queueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil
+        subscribers: SubscriberList, queueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil,
+        journalPieceSize: Int = JSONFileZone.journalPieceSize
     ) {
         self.queueObserver = queueObserver
+        self.journalPieceSize = journalPieceSize
         self.rootPath = rootPath
         self.rootFD = rootFD
         self.identifier = identifier

@@ -137,15 +137,20 @@ public final class JSONFileDatabase: RecordDatabase {
     /// Opens the database with its own engine, writer id and file system, as another
     /// process would: for tests of multi-writer behaviour and of injected failures.
     ///
-    /// - Parameter commitQueueObserver: Called with a zone and its number of waiting commits
-    ///   each time a commit starts waiting for the zone's flusher (tests of group commit).
+    /// - Parameters:
+    ///   - commitQueueObserver: Called with a zone and its number of waiting commits each time
+    ///     a commit starts waiting for the zone's flusher (tests of group commit).
+    ///   - journalPieceSize: How many bytes of a journal a load reads at a time (tests of
+    ///     reading in pieces use small ones).
     package init(
         isolatedDirectory directory: URL, options: Options = Options(), fileSystem: FileSystem = .live,
-        commitQueueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil
+        commitQueueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil,
+        journalPieceSize: Int = JSONFileZone.journalPieceSize
     ) throws {
         let path = try JSONFileEngine.canonicalPath(of: directory)
         self.engine = try JSONFileEngine(
-            path: path, options: options, fileSystem: fileSystem, queueObserver: commitQueueObserver)
+            path: path, options: options, fileSystem: fileSystem, queueObserver: commitQueueObserver,
+            journalPieceSize: journalPieceSize)
         self.options = options
     }
 

@@ -61,7 +61,8 @@ final class JSONFileEngine: Sendable {
     /// asks after an upgrade, until it closes.
     init(
         path: String, options: JSONFileDatabase.Options, fileSystem: FileSystem,
-        queueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil
+        queueObserver: (@Sendable (ZoneID, Int) -> Void)? = nil,
+        journalPieceSize: Int = JSONFileZone.journalPieceSize
     ) throws(MirrorError) {
         let rootFD = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard rootFD >= 0 else { throw MirrorError.posix(errno, "open", file: path) }
@@ -85,7 +86,7 @@ final class JSONFileEngine: Sendable {
             subscribers: SubscriberList(onZoneActivity: { zone, _ in
                 watcher.zoneActivityChanged(zone)
             }),
-            queueObserver: queueObserver)
+            queueObserver: queueObserver, journalPieceSize: journalPieceSize)
         watcher.attach(self)
     }
 

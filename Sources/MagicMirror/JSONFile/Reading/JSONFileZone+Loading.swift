@@ -85,9 +85,7 @@ extension JSONFileZone {
             generation: generation, sequence: contents.header?.sequence ?? 0, records: contents.records)
         contents.records = []
         if journalFD >= 0, let info = JSONFileIO.info(journalFD), info.size > 0 {
-            let read = try readJournal(&disk, size: info.size, after: state.token.sequence, underLock: underLock)
-            state.reserveCapacity(read.commits.reduce(state.records.count) { $0 + $1.records.count })
-            _ = apply(read, to: &state, notify: false)
+            try readJournalInPieces(&disk, size: info.size, into: &state, underLock: underLock)
         }
         if underLock { try cutTail(&disk) }
 
@@ -150,6 +148,46 @@ extension JSONFileZone {
                         + "reads format \(JSONFileFormat.version) only. Nothing was changed.",
                     file: path(name)))
             }
+        }
+    }
+
+    /// How many bytes of a journal a load reads at a time (more when one append is larger).
+    static let journalPieceSize = 4 << 20
+
+    /// Reads the journal from its start to `size` into `state`, a piece of
+    /// ``JSONFileContext/journalPieceSize`` bytes at a time, each from the end of the last
+    /// complete append read (as a later read of what other writers appended does), so that
+    /// a large journal is never in memory whole: only one piece, beside the state.
+    ///
+    /// A piece that holds no complete append (one append larger than it) is read again twice
+    /// as large. A piece with lines that belong to no complete append ends the load early,
+    /// as a whole read would (``readJournal(_:size:after:underLock:spills:)``). The fields of a journal of ``FieldsSpill/sizeSpilled`` or more are spilled.
+    /// The state makes room once for the records the whole journal would hold at the first
+    /// piece's rate (growing piece by piece would double its table, and could leave room for
+    /// up to twice as many).
+    private func readJournalInPieces(
+        _ disk: inout Disk, size: Int, into state: inout ZoneState, underLock: Bool
+    ) throws(MirrorError) {
+        var pieceSize = max(context.journalPieceSize, 1)
+        var madeRoom = false
+        while true {
+            let start = disk.journalEnd
+            let end = size - start <= pieceSize ? size : start + pieceSize
+            let read = try readJournal(
+                &disk, size: end, after: state.token.sequence, underLock: underLock,
+                spills: size >= FieldsSpill.sizeSpilled)
+            let records = read.commits.reduce(0) { $0 + $1.records.count }
+            if !madeRoom, records > 0 {
+                let expected = end == size ? records : records * (size - start) / max(disk.journalEnd - start, 1)
+                state.reserveCapacity(state.records.count + expected + expected / 16)
+                madeRoom = true
+            }
+            _ = apply(read, to: &state, notify: false)
+            // Lines that belong to no complete append, read without the lock: the read was
+            // cut short at the last complete append, and what follows is read on the next
+            // pass (see `readJournal`), as after a read of the whole journal.
+            if end == size || (read.orphaned && !underLock) { return }
+            if disk.journalEnd == start { pieceSize *= 2 }
         }
     }
 

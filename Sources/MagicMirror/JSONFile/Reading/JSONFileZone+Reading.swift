@@ -143,7 +143,9 @@ extension JSONFileZone {
         if size == disk.journalSize && disk.journalSeen == disk.journalEnd && !appendFollows(disk, size: size) {
             return []
         }
-        let scan = try readJournal(&disk, size: size, after: memory.withLock { $0.token.sequence }, underLock: underLock)
+        let scan = try readJournal(
+            &disk, size: size, after: memory.withLock { $0.token.sequence }, underLock: underLock,
+            spills: size - disk.journalEnd >= FieldsSpill.sizeSpilled)
         let notifications = memory.withLock { state in
             apply(scan, to: &state, notify: true)
         }
@@ -165,10 +167,12 @@ extension JSONFileZone {
     /// that repeat a sequence number already read (`sequence`: the state's), moves the clock
     /// past other writers' readings, and moves `journalEnd` past the last complete append.
     ///
-    /// - Parameter underLock: Whether this engine holds the writers' lock (no append can be
-    ///   under way).
+    /// - Parameters:
+    ///   - underLock: Whether this engine holds the writers' lock (no append can be under
+    ///     way).
+    ///   - spills: Whether the records' fields go to a spill (``FieldsSpill``).
     func readJournal(
-        _ disk: inout Disk, size: Int, after sequence: Int, underLock: Bool
+        _ disk: inout Disk, size: Int, after sequence: Int, underLock: Bool, spills: Bool
     ) throws(MirrorError) -> JSONFileFormat.JournalScan {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
@@ -190,9 +194,7 @@ extension JSONFileZone {
                 throw located(MirrorError.posix(error.code, "read", file: path(name)))
             }
             var parser = JSONFileFormat.LineParser()
-            // A large read (a whole journal, on opening) spills its fields, as a snapshot's.
-            let spill = count >= FieldsSpill.sizeSpilled
-                ? FieldsSpill.Target(fileSystem: fileSystem, directory: disk.directoryFD) : nil
+            let spill = spills ? FieldsSpill.Target(fileSystem: fileSystem, directory: disk.directoryFD) : nil
             // The bytes stay alive (mapped) while the scan reads them through `base`.
             (scan, dataEnd) = withExtendedLifetime(bytes) { bytes in
                 let base = UnsafePointer(bytes.base.assumingMemoryBound(to: UInt8.self))
