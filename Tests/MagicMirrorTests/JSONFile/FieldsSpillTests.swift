@@ -204,5 +204,34 @@ import Testing
         _ = consume kept
         #expect(!MappedBytes.ranges.contains { $0 == mapping }, "unmapped with the last record")
     }
+
+    /// A record's fields are a `Data` like any other, which its holder may change in place:
+    /// once no other record shares their mapping, `Data` changes the mapped bytes where they
+    /// lie (it copies only shared bytes), which must not fault, and its pages given back
+    /// keep the change.
+    @Test func fieldsChangedInPlaceOnceTheirMappingIsTheirsAlone() throws {
+        let directory = try TemporaryDirectory("spill-change")
+        defer { directory.remove() }
+        let records = JSONFileSnapshotReadingTests.records(300)
+        let bytes = JSONFileSnapshotReadingTests.snapshot(records)
+        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var read: [StoredRecord]? = try JSONFileFormat.readSnapshot(
+            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd),
+            read: JSONFileSnapshotReadingTests.reader(bytes)
+        ).records
+        var fields = try #require(read?[299].fields)
+        #expect(Self.isMapped(fields, in: MappedBytes.ranges))
+        read = nil
+
+        fields[fields.startIndex + 1] = UInt8(ascii: "N")
+        fields.withUnsafeMutableBytes { $0[$0.count - 2] = UInt8(ascii: "Z") }
+        MappedBytes.releaseResidentPages()
+        var expected = try #require(records[299].fields)
+        expected[expected.startIndex + 1] = UInt8(ascii: "N")
+        expected[expected.endIndex - 2] = UInt8(ascii: "Z")
+        #expect(fields == expected)
+    }
 }
 #endif

@@ -2,7 +2,7 @@ import Foundation
 
 /// Where the fields of a large snapshot's records are kept once read: an unnamed file in
 /// the zone's directory (`O_TMPFILE`), written a buffer at a time as the snapshot is read
-/// and mapped back read-only (``MappedBytes``).
+/// and mapped back (``MappedBytes``).
 ///
 /// Opening a zone of 100,000 records otherwise holds every record's fields in the heap
 /// (about 19 MB for 170-byte records), beside the values a mirror decodes from them. In
