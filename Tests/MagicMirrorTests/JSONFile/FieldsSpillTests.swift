@@ -127,6 +127,49 @@ import Testing
         #expect(Set(names) == ["journal-0.ndjson", "lock"])
     }
 
+    /// The start of the live mapping each record's fields lie in.
+    static func mappings(of records: some Sequence<StoredRecord>) -> Set<UInt> {
+        let ranges = MappedBytes.ranges
+        return Set(records.compactMap { record in
+            record.fields.flatMap { fields in ranges.first { Self.isMapped(fields, in: [$0]) }?.start }
+        })
+    }
+
+    /// When another process compacts the zone, the database reads the new snapshot (a new
+    /// spill) and a mirror pulls the whole zone again: it then holds the records read now,
+    /// also those that did not change, so that the first spill's mappings (and the disk
+    /// space of its file) go instead of staying as long as the mirror.
+    @Test func aMirrorLetsTheFirstSpillGoWhenAnotherProcessCompacts() async throws {
+        let directory = try TemporaryDirectory("spill-reload")
+        defer { directory.remove() }
+        _ = try await Self.seed(directory)
+        var options = JSONFileDatabase.Options()
+        options.compactionThreshold = .max
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url, options: options)
+        let mirror = try await Mirror<SampleRecord>(database: database)
+        // Kept to the end, so that no later mapping takes the address of one of these.
+        let firstRecords = try await database.fetchAll(in: zone).records
+        let first = Self.mappings(of: firstRecords)
+        #expect(!first.isEmpty)
+
+        // Another process (an engine of its own) compacts a change, then changes a record in
+        // the new generation: the mirror shows it only after it pulled the new generation.
+        let other = try JSONFileDatabase(isolatedDirectory: directory.url, options: options)
+        let otherMirror = try await Mirror<SampleRecord>(database: other)
+        otherMirror.dataModel[3].title = "compacted elsewhere"
+        try await otherMirror.flush()
+        try await other.compact(zone)
+        otherMirror.dataModel[4].title = "changed after"
+        try await otherMirror.flush()
+        try await mirror.waitUntil(timeout: .seconds(60)) { $0[4].title == "changed after" }
+
+        let now = Self.mappings(of: try await database.fetchAll(in: zone).records)
+        let held = Self.mappings(of: mirror.core.withLock { engine in engine.pull.storedRecords.map(\.value) })
+        #expect(now.isDisjoint(with: first), "the database read the new snapshot")
+        #expect(held.isSubset(of: now), "\(held.intersection(first).count) mappings of the first read still held")
+        withExtendedLifetime(firstRecords) {}
+    }
+
     @Test func whenTheSpillCannotBeWrittenTheFieldsStayInMemory() async throws {
         let directory = try TemporaryDirectory("spill-full")
         defer { directory.remove() }
