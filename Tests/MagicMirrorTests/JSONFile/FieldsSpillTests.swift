@@ -178,9 +178,13 @@ import Testing
         let faulty = FaultyFileSystem()
         let database = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
         let writesBefore = faulty.count(.write)
-        // The first write of each part's spill (a snapshot this large is read in one part
-        // per core).
-        let parts = BatchJSONCoding.processorCount
+        // The first write of each part's spill: a snapshot this large is read in one part
+        // per core, less those whose share starts inside the long title's line.
+        let snapshot = try [UInt8](Data(contentsOf: directory.url.appendingPathComponent("public/SampleRecord/snapshot.json")))
+        let parts = JSONFileFormat.partBounds(
+            size: snapshot.count, from: JSONFileFormat.snapshotSizeReadInParts,
+            read: JSONFileSnapshotReadingTests.reader(snapshot)
+        ).count - 1
         faulty.failNext(.write, errno: ENOSPC, times: parts)
         let mirror = try await Mirror<SampleRecord>(database: database)
         #expect(faulty.count(.write) == writesBefore + parts, "each part tried to spill once, then stopped")
