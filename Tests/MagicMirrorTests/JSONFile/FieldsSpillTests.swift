@@ -18,9 +18,14 @@ import Testing
     /// - Parameter compacted: Whether the records are in the snapshot (else all in the
     ///   journal).
     static func seed(_ directory: TemporaryDirectory, compacted: Bool = true) async throws -> [SampleRecord] {
+        try await seed(at: directory.url, compacted: compacted)
+    }
+
+    /// ``seed(_:compacted:)`` in the directory at `url`.
+    static func seed(at url: URL, compacted: Bool = true) async throws -> [SampleRecord] {
         var options = JSONFileDatabase.Options()
         options.compactionThreshold = .max
-        let database = try JSONFileDatabase(isolatedDirectory: directory.url, options: options)
+        let database = try JSONFileDatabase(isolatedDirectory: url, options: options)
         let mirror = try await Mirror<SampleRecord>(database: database)
         var records = SampleRecord.many(16_000, titled: "A record with a title of some length, number")
         records[15_990].title = String(repeating: "long title ", count: 150_000)
@@ -29,7 +34,7 @@ import Testing
         if compacted { try await database.compact(.public("SampleRecord")) }
         let file = compacted ? "snapshot.json" : "journal-0.ndjson"
         let size = try FileManager.default.attributesOfItem(
-            atPath: directory.url.appendingPathComponent("public/SampleRecord/" + file).path)[.size] as? Int
+            atPath: url.appendingPathComponent("public/SampleRecord/" + file).path)[.size] as? Int
         #expect(try #require(size) >= FieldsSpill.sizeSpilled)
         return records
     }
@@ -170,6 +175,63 @@ import Testing
         withExtendedLifetime(firstRecords) {}
     }
 
+    /// Whether this process may mount a file system (`CAP_SYS_ADMIN` in effect), to show
+    /// what a small, nearly full one does.
+    static var canMount: Bool {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+              let mask = UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
+        return mask & (1 << 21) != 0
+    }
+
+    /// Opening a large zone on a nearly full disk leaves the space to the zone's commits:
+    /// a spill there would take what is left (as much as the fields), and keep it while the
+    /// records are held, so that the next commit failed with `diskFull`.
+    @Test(.enabled(if: canMount, "mounts a 16 MiB tmpfs"))
+    func openingALargeZoneOnANearlyFullDiskLeavesItsSpaceToCommits() async throws {
+        let directory = try TemporaryDirectory("spill-nearly-full")
+        defer { directory.remove() }
+        try #require(mount("tmpfs", directory.path, "tmpfs", 0, "size=16m") == 0)
+        // Lazily: the last mappings go with the test's last records.
+        defer { umount2(directory.path, Int32(MNT_DETACH)) }
+        let url = directory.url.appendingPathComponent("database")
+        let records = try await Self.seed(at: url)
+        // 2 MiB left: room for commits, not for the fields.
+        var stats = statvfs()
+        try #require(statvfs(directory.path, &stats) == 0)
+        let free = Int(stats.f_bavail) * Int(stats.f_frsize)
+        try #require(free > 2 << 20)
+        try #require(FileManager.default.createFile(
+            atPath: directory.path + "/filler", contents: Data(count: free - (2 << 20))))
+
+        let database = try JSONFileDatabase(isolatedDirectory: url)
+        let mirror = try await Mirror<SampleRecord>(database: database)
+        #expect(mirror.dataModel.count == records.count)
+        mirror.dataModel[0].title = "on a nearly full disk"
+        try await mirror.flush()
+        let reopened = try await Mirror<SampleRecord>(database: try JSONFileDatabase(isolatedDirectory: url))
+        #expect(reopened.dataModel.first?.title == "on a nearly full disk")
+    }
+
+    /// A spill is made only where the file system has room for it, for a compaction after
+    /// it, and `FieldsSpill.spaceKeptFree` more.
+    @Test func aSpillIsMadeOnlyWhereTheDiskHasRoomToSpare() throws {
+        let directory = try TemporaryDirectory("spill-room")
+        defer { directory.remove() }
+        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var stats = statvfs()
+        try #require(fstatvfs(fd, &stats) == 0)
+        let free = Int(stats.f_bavail) * Int(stats.f_frsize)
+        try #require(free > FieldsSpill.roomNeeded(toSpill: 1 << 20), "the temporary directory's disk has room")
+
+        #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: 1 << 20) != nil)
+        #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: free / 2) == nil, "no room for a compaction")
+        #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: free) == nil, "no room for the spill")
+    }
+
     @Test func whenTheSpillCannotBeWrittenTheFieldsStayInMemory() async throws {
         let directory = try TemporaryDirectory("spill-full")
         defer { directory.remove() }
@@ -215,7 +277,7 @@ import Testing
         faulty.failNext(operation, errno: operation == .open ? EOPNOTSUPP : EIO)
 
         let read = try JSONFileFormat.readSnapshot(
-            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd),
+            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd, spilling: bytes.count),
             read: JSONFileSnapshotReadingTests.reader(bytes))
         #expect(faulty.count(operation) == 1)
         #expect(read.records == records)
@@ -223,7 +285,7 @@ import Testing
 
         // Without the fault, the same read spills, and gives the same records.
         let spilled = try JSONFileFormat.readSnapshot(
-            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd),
+            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd, spilling: bytes.count),
             read: JSONFileSnapshotReadingTests.reader(bytes))
         #expect(spilled.records == records)
         #expect(spilled.records.allSatisfy { Self.isMapped($0.fields!, in: MappedBytes.ranges) })
@@ -239,7 +301,7 @@ import Testing
         try #require(fd >= 0)
         defer { close(fd) }
         var read: [StoredRecord]? = try JSONFileFormat.readSnapshot(
-            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd),
+            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: bytes.count),
             read: JSONFileSnapshotReadingTests.reader(bytes)
         ).records
         let start = try #require(read?.first?.fields).withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
@@ -265,7 +327,7 @@ import Testing
         try #require(fd >= 0)
         defer { close(fd) }
         var read: [StoredRecord]? = try JSONFileFormat.readSnapshot(
-            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd),
+            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: bytes.count),
             read: JSONFileSnapshotReadingTests.reader(bytes)
         ).records
         var fields = try #require(read?[299].fields)

@@ -133,7 +133,7 @@ extension JSONFileZone {
         do throws(JSONFileFormat.SnapshotReadFailure) {
             guard let info = JSONFileIO.info(fd) else { throw .read(FileSystem.Failure(operation: .open, code: errno)) }
             let spill = info.size >= FieldsSpill.sizeSpilled
-                ? FieldsSpill.Target(fileSystem: fileSystem, directory: directoryFD) : nil
+                ? FieldsSpill.Target(fileSystem: fileSystem, directory: directoryFD, spilling: info.size) : nil
             let contents = try JSONFileFormat.readSnapshot(size: info.size, spill: spill) { buffer, offset throws(FileSystem.Failure) in
                 try JSONFileIO.read(fd, into: buffer, at: offset)
             }

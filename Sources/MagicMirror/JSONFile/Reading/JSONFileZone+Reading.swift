@@ -192,7 +192,7 @@ extension JSONFileZone {
             var parser = JSONFileFormat.LineParser()
             // A large read (a whole journal, on opening) spills its fields, as a snapshot's.
             let spill = count >= FieldsSpill.sizeSpilled
-                ? FieldsSpill.Target(fileSystem: fileSystem, directory: disk.directoryFD) : nil
+                ? FieldsSpill.Target(fileSystem: fileSystem, directory: disk.directoryFD, spilling: count) : nil
             // The bytes stay alive (mapped) while the scan reads them through `base`.
             (scan, dataEnd) = withExtendedLifetime(bytes) { bytes in
                 let base = UnsafePointer(bytes.base.assumingMemoryBound(to: UInt8.self))
