@@ -1,8 +1,8 @@
 import Foundation
 import Synchronization
 
-/// Bytes of a file mapped read-only into memory, as `Data`, and the one thing done to all
-/// of them at once: giving their pages back (``releaseResidentPages()``).
+/// Bytes of a file mapped into memory, as `Data`, and the one thing done to all of them at
+/// once: giving their pages back (``releaseResidentPages()``).
 ///
 /// A page of a mapped file is part of the process's resident memory only while it is
 /// mapped in: once given back (`MADV_DONTNEED`), the next read maps it in again from the
@@ -13,7 +13,9 @@ import Synchronization
 /// goes, and holds a few of them at a time instead of all.
 ///
 /// Only files nobody else can write are mapped (``FieldsSpill``'s unnamed files): a
-/// mapped file that another program truncated would fault (`SIGBUS`) when read.
+/// mapped file that another program truncated would fault (`SIGBUS`) when read. And only
+/// files of the process's own: a change made through the `Data` changes the file (see
+/// ``map(_:offset:count:)``).
 package enum MappedBytes {
     /// Every live mapping: its start and length. A mapping leaves the table, under the
     /// lock, before it is unmapped, so ``releaseResidentPages()`` never advises memory
@@ -25,15 +27,20 @@ package enum MappedBytes {
     /// The system's page size.
     package static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
 
-    /// Maps `count` bytes of `fd` from `offset` (a multiple of ``pageSize``) read-only, as
-    /// `Data` that unmaps them when the last copy or slice of it goes.
+    /// Maps `count` bytes of `fd` (open for reading and writing) from `offset` (a multiple
+    /// of ``pageSize``), as `Data` that unmaps them when the last copy or slice of it goes.
+    ///
+    /// The mapping is writable and shared: `Data` changes the bytes of a storage that no
+    /// other `Data` shares where they lie, rather than copying them (a holder of a record's
+    /// fields may change them in place), and a change to a shared mapping stays in the file
+    /// when its pages are given back. A read-only mapping would fault there.
     ///
     /// - Returns: `nil` when the system refuses the mapping (`errno` says why).
     package static func map(_ fd: Int32, offset: Int, count: Int) -> Data? {
         precondition(offset % pageSize == 0 && count > 0, "a mapping starts at a page")
         let length = (count + pageSize - 1) / pageSize * pageSize
         // MAP_FAILED is (void *)-1.
-        guard let start = mmap(nil, length, PROT_READ, MAP_SHARED, fd, off_t(offset)),
+        guard let start = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(offset)),
               Int(bitPattern: start) != -1
         else { return nil }
         mappings.withLock { $0[UInt(bitPattern: start)] = length }

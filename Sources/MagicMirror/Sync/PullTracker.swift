@@ -1,3 +1,5 @@
+import Foundation
+
 /// What a mirror knows of the database: the stored version of each record, the change token
 /// they reflect, whether a pull is due, and the remote versions held back behind a local
 /// change of the same record.
@@ -143,11 +145,33 @@ struct PullTracker<Record: Recordable>: Sendable {
     /// Takes a pulled record when it is newer than what the mirror knows (see
     /// ``recordsToDecode(in:)``); whether it was.
     ///
+    /// A complete change set's copy of the very version the mirror knows is taken too (with
+    /// `false`) when its fields lie elsewhere: the database read the zone again (another
+    /// process compacted it), and the copy read before would keep the buffers its fields lie
+    /// in, a large zone's spill file among them (``FieldsSpill``), as long as the mirror.
+    /// (The same bytes are left alone: a table shared with the database stays shared.)
+    ///
     /// - Parameter complete: Whether it comes from a complete change set.
     mutating func accept(_ record: StoredRecord, complete: Bool) -> Bool {
-        guard isNewer(record, complete: complete) else { return false }
+        guard isNewer(record, complete: complete) else {
+            if complete, let known = storedRecords[record.id], known.version == record.version,
+               !Self.sameBytes(known.fields, record.fields) {
+                storedRecords[record.id] = record
+            }
+            return false
+        }
         storedRecords[record.id] = record
         return true
+    }
+
+    /// Whether two copies of a record's fields are the very same bytes in memory, not only
+    /// equal ones (which would read them all).
+    private static func sameBytes(_ left: Data?, _ right: Data?) -> Bool {
+        guard let left, let right else { return left == nil && right == nil }
+        return left.count == right.count
+            && left.withUnsafeBytes { leftBytes in
+                right.withUnsafeBytes { leftBytes.baseAddress == $0.baseAddress }
+            }
     }
 
     /// Ends applying a change set: the mirror has reached its token.

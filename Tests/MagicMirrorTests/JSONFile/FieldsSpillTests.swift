@@ -18,9 +18,14 @@ import Testing
     /// - Parameter compacted: Whether the records are in the snapshot (else all in the
     ///   journal).
     static func seed(_ directory: TemporaryDirectory, compacted: Bool = true) async throws -> [SampleRecord] {
+        try await seed(at: directory.url, compacted: compacted)
+    }
+
+    /// ``seed(_:compacted:)`` in the directory at `url`.
+    static func seed(at url: URL, compacted: Bool = true) async throws -> [SampleRecord] {
         var options = JSONFileDatabase.Options()
         options.compactionThreshold = .max
-        let database = try JSONFileDatabase(isolatedDirectory: directory.url, options: options)
+        let database = try JSONFileDatabase(isolatedDirectory: url, options: options)
         let mirror = try await Mirror<SampleRecord>(database: database)
         var records = SampleRecord.many(16_000, titled: "A record with a title of some length, number")
         records[15_990].title = String(repeating: "long title ", count: 150_000)
@@ -29,7 +34,7 @@ import Testing
         if compacted { try await database.compact(.public("SampleRecord")) }
         let file = compacted ? "snapshot.json" : "journal-0.ndjson"
         let size = try FileManager.default.attributesOfItem(
-            atPath: directory.url.appendingPathComponent("public/SampleRecord/" + file).path)[.size] as? Int
+            atPath: url.appendingPathComponent("public/SampleRecord/" + file).path)[.size] as? Int
         #expect(try #require(size) >= FieldsSpill.sizeSpilled)
         return records
     }
@@ -127,6 +132,106 @@ import Testing
         #expect(Set(names) == ["journal-0.ndjson", "lock"])
     }
 
+    /// The start of the live mapping each record's fields lie in.
+    static func mappings(of records: some Sequence<StoredRecord>) -> Set<UInt> {
+        let ranges = MappedBytes.ranges
+        return Set(records.compactMap { record in
+            record.fields.flatMap { fields in ranges.first { Self.isMapped(fields, in: [$0]) }?.start }
+        })
+    }
+
+    /// When another process compacts the zone, the database reads the new snapshot (a new
+    /// spill) and a mirror pulls the whole zone again: it then holds the records read now,
+    /// also those that did not change, so that the first spill's mappings (and the disk
+    /// space of its file) go instead of staying as long as the mirror.
+    @Test func aMirrorLetsTheFirstSpillGoWhenAnotherProcessCompacts() async throws {
+        let directory = try TemporaryDirectory("spill-reload")
+        defer { directory.remove() }
+        _ = try await Self.seed(directory)
+        var options = JSONFileDatabase.Options()
+        options.compactionThreshold = .max
+        let database = try JSONFileDatabase(isolatedDirectory: directory.url, options: options)
+        let mirror = try await Mirror<SampleRecord>(database: database)
+        // Kept to the end, so that no later mapping takes the address of one of these.
+        let firstRecords = try await database.fetchAll(in: zone).records
+        let first = Self.mappings(of: firstRecords)
+        #expect(!first.isEmpty)
+
+        // Another process (an engine of its own) compacts a change, then changes a record in
+        // the new generation: the mirror shows it only after it pulled the new generation.
+        let other = try JSONFileDatabase(isolatedDirectory: directory.url, options: options)
+        let otherMirror = try await Mirror<SampleRecord>(database: other)
+        otherMirror.dataModel[3].title = "compacted elsewhere"
+        try await otherMirror.flush()
+        try await other.compact(zone)
+        otherMirror.dataModel[4].title = "changed after"
+        try await otherMirror.flush()
+        try await mirror.waitUntil(timeout: .seconds(60)) { $0[4].title == "changed after" }
+
+        let now = Self.mappings(of: try await database.fetchAll(in: zone).records)
+        let held = Self.mappings(of: mirror.core.withLock { engine in engine.pull.storedRecords.map(\.value) })
+        #expect(now.isDisjoint(with: first), "the database read the new snapshot")
+        #expect(held.isSubset(of: now), "\(held.intersection(first).count) mappings of the first read still held")
+        withExtendedLifetime(firstRecords) {}
+    }
+
+    /// Whether this process may mount a file system (`CAP_SYS_ADMIN` in effect), to show
+    /// what a small, nearly full one does.
+    static var canMount: Bool {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+              let mask = UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
+        return mask & (1 << 21) != 0
+    }
+
+    /// Opening a large zone on a nearly full disk leaves the space to the zone's commits:
+    /// a spill there would take what is left (as much as the fields), and keep it while the
+    /// records are held, so that the next commit failed with `diskFull`.
+    @Test(.enabled(if: canMount, "mounts a 16 MiB tmpfs"))
+    func openingALargeZoneOnANearlyFullDiskLeavesItsSpaceToCommits() async throws {
+        let directory = try TemporaryDirectory("spill-nearly-full")
+        defer { directory.remove() }
+        try #require(mount("tmpfs", directory.path, "tmpfs", 0, "size=16m") == 0)
+        // Lazily: the last mappings go with the test's last records.
+        defer { umount2(directory.path, Int32(MNT_DETACH)) }
+        let url = directory.url.appendingPathComponent("database")
+        let records = try await Self.seed(at: url)
+        // 2 MiB left: room for commits, not for the fields.
+        var stats = statvfs()
+        try #require(statvfs(directory.path, &stats) == 0)
+        let free = Int(stats.f_bavail) * Int(stats.f_frsize)
+        try #require(free > 2 << 20)
+        try #require(FileManager.default.createFile(
+            atPath: directory.path + "/filler", contents: Data(count: free - (2 << 20))))
+
+        let database = try JSONFileDatabase(isolatedDirectory: url)
+        let mirror = try await Mirror<SampleRecord>(database: database)
+        #expect(mirror.dataModel.count == records.count)
+        mirror.dataModel[0].title = "on a nearly full disk"
+        try await mirror.flush()
+        let reopened = try await Mirror<SampleRecord>(database: try JSONFileDatabase(isolatedDirectory: url))
+        #expect(reopened.dataModel.first?.title == "on a nearly full disk")
+    }
+
+    /// A spill is made only where the file system has room for it, for a compaction after
+    /// it, and `FieldsSpill.spaceKeptFree` more.
+    @Test func aSpillIsMadeOnlyWhereTheDiskHasRoomToSpare() throws {
+        let directory = try TemporaryDirectory("spill-room")
+        defer { directory.remove() }
+        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var stats = statvfs()
+        try #require(fstatvfs(fd, &stats) == 0)
+        let free = Int(stats.f_bavail) * Int(stats.f_frsize)
+        try #require(free > FieldsSpill.roomNeeded(toSpill: 1 << 20), "the temporary directory's disk has room")
+
+        #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: 1 << 20) != nil)
+        #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: free / 2) == nil, "no room for a compaction")
+        #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: free) == nil, "no room for the spill")
+    }
+
     @Test func whenTheSpillCannotBeWrittenTheFieldsStayInMemory() async throws {
         let directory = try TemporaryDirectory("spill-full")
         defer { directory.remove() }
@@ -135,9 +240,13 @@ import Testing
         let faulty = FaultyFileSystem()
         let database = try JSONFileDatabase(isolatedDirectory: directory.url, fileSystem: faulty.fileSystem)
         let writesBefore = faulty.count(.write)
-        // The first write of each part's spill (a snapshot this large is read in one part
-        // per core).
-        let parts = BatchJSONCoding.processorCount
+        // The first write of each part's spill: a snapshot this large is read in one part
+        // per core, less those whose share starts inside the long title's line.
+        let snapshot = try [UInt8](Data(contentsOf: directory.url.appendingPathComponent("public/SampleRecord/snapshot.json")))
+        let parts = JSONFileFormat.partBounds(
+            size: snapshot.count, from: JSONFileFormat.snapshotSizeReadInParts,
+            read: JSONFileSnapshotReadingTests.reader(snapshot)
+        ).count - 1
         faulty.failNext(.write, errno: ENOSPC, times: parts)
         let mirror = try await Mirror<SampleRecord>(database: database)
         #expect(faulty.count(.write) == writesBefore + parts, "each part tried to spill once, then stopped")
@@ -168,7 +277,7 @@ import Testing
         faulty.failNext(operation, errno: operation == .open ? EOPNOTSUPP : EIO)
 
         let read = try JSONFileFormat.readSnapshot(
-            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd),
+            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd, spilling: bytes.count),
             read: JSONFileSnapshotReadingTests.reader(bytes))
         #expect(faulty.count(operation) == 1)
         #expect(read.records == records)
@@ -176,7 +285,7 @@ import Testing
 
         // Without the fault, the same read spills, and gives the same records.
         let spilled = try JSONFileFormat.readSnapshot(
-            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd),
+            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd, spilling: bytes.count),
             read: JSONFileSnapshotReadingTests.reader(bytes))
         #expect(spilled.records == records)
         #expect(spilled.records.allSatisfy { Self.isMapped($0.fields!, in: MappedBytes.ranges) })
@@ -191,7 +300,7 @@ import Testing
         let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
         try #require(fd >= 0)
         defer { close(fd) }
-        let spill = FieldsSpill(try #require(FieldsSpill.Target(fileSystem: .live, directory: fd)))
+        let spill = FieldsSpill(try #require(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: 4096)))
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: MappedBytes.pageSize, alignment: 1)
         defer { buffer.deallocate() }
         buffer.initializeMemory(as: UInt8.self, repeating: UInt8(ascii: "x"))
@@ -213,7 +322,7 @@ import Testing
         try #require(fd >= 0)
         defer { close(fd) }
         var read: [StoredRecord]? = try JSONFileFormat.readSnapshot(
-            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd),
+            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: bytes.count),
             read: JSONFileSnapshotReadingTests.reader(bytes)
         ).records
         let start = try #require(read?.first?.fields).withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
@@ -224,6 +333,35 @@ import Testing
         #expect(kept == records[299])
         _ = consume kept
         #expect(!MappedBytes.ranges.contains { $0 == mapping }, "unmapped with the last record")
+    }
+
+    /// A record's fields are a `Data` like any other, which its holder may change in place:
+    /// once no other record shares their mapping, `Data` changes the mapped bytes where they
+    /// lie (it copies only shared bytes), which must not fault, and its pages given back
+    /// keep the change.
+    @Test func fieldsChangedInPlaceOnceTheirMappingIsTheirsAlone() throws {
+        let directory = try TemporaryDirectory("spill-change")
+        defer { directory.remove() }
+        let records = JSONFileSnapshotReadingTests.records(300)
+        let bytes = JSONFileSnapshotReadingTests.snapshot(records)
+        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var read: [StoredRecord]? = try JSONFileFormat.readSnapshot(
+            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: bytes.count),
+            read: JSONFileSnapshotReadingTests.reader(bytes)
+        ).records
+        var fields = try #require(read?[299].fields)
+        #expect(Self.isMapped(fields, in: MappedBytes.ranges))
+        read = nil
+
+        fields[fields.startIndex + 1] = UInt8(ascii: "N")
+        fields.withUnsafeMutableBytes { $0[$0.count - 2] = UInt8(ascii: "Z") }
+        MappedBytes.releaseResidentPages()
+        var expected = try #require(records[299].fields)
+        expected[expected.startIndex + 1] = UInt8(ascii: "N")
+        expected[expected.endIndex - 2] = UInt8(ascii: "Z")
+        #expect(fields == expected)
     }
 }
 #endif

@@ -2,7 +2,7 @@ import Foundation
 
 /// Where the fields of a large snapshot's records are kept once read: an unnamed file in
 /// the zone's directory (`O_TMPFILE`), written a buffer at a time as the snapshot is read
-/// and mapped back read-only (``MappedBytes``).
+/// and mapped back (``MappedBytes``).
 ///
 /// Opening a zone of 100,000 records otherwise holds every record's fields in the heap
 /// (about 19 MB for 170-byte records), beside the values a mirror decodes from them. In
@@ -18,7 +18,9 @@ import Foundation
 ///
 /// Any failure (a file system without `O_TMPFILE`, a read-only directory, a full disk, no
 /// address space) keeps the fields in memory, as before: spilling saves memory, never
-/// data. Only Linux spills; elsewhere ``Target/init(fileSystem:directory:)`` gives `nil`.
+/// data. A spill takes disk space as long as its records are held, so none is made where
+/// the disk has no room to spare for it (``Target/init(fileSystem:directory:spilling:)``):
+/// it would take the space the zone's commits need. Only Linux spills.
 final class FieldsSpill: @unchecked Sendable {
     /// Where spill files are made: a zone's directory, through the engine's file system
     /// (so tests can fail the calls).
@@ -26,9 +28,15 @@ final class FieldsSpill: @unchecked Sendable {
         fileprivate let fileSystem: FileSystem
         fileprivate let directoryFD: Int32
 
-        /// A target in the directory `directoryFD`, or `nil` where spilling is not done.
-        init?(fileSystem: FileSystem, directory directoryFD: Int32) {
+        /// A target in the directory `directoryFD` for the fields of `size` bytes read, or
+        /// `nil` where spilling is not done: off Linux, and when the directory's file system
+        /// has less free than ``FieldsSpill/roomNeeded(toSpill:)``.
+        init?(fileSystem: FileSystem, directory directoryFD: Int32, spilling size: Int) {
             #if os(Linux)
+            var stats = statvfs()
+            guard fstatvfs(directoryFD, &stats) == 0, stats.f_frsize > 0,
+                  UInt64(stats.f_bavail) > UInt64(FieldsSpill.roomNeeded(toSpill: size)) / UInt64(stats.f_frsize)
+            else { return nil }
             self.fileSystem = fileSystem
             self.directoryFD = directoryFD
             #else
@@ -36,6 +44,17 @@ final class FieldsSpill: @unchecked Sendable {
             #endif
         }
     }
+
+    /// The free space a file system must have for a spill of the fields of `size` bytes
+    /// read: room for the spill (at most `size`), then for a compaction that writes the
+    /// zone again (about `size`), and ``spaceKeptFree`` more.
+    static func roomNeeded(toSpill size: Int) -> Int {
+        2 * size + spaceKeptFree
+    }
+
+    /// What a spill leaves free on its file system beyond the zone's own needs, for other
+    /// files and programs.
+    static let spaceKeptFree = 64 << 20
 
     /// From this many bytes read at once (a snapshot, or a journal read whole on opening),
     /// the records' fields are spilled.

@@ -145,7 +145,7 @@ extension JSONFileZone {
         }
         let scan = try readJournal(
             &disk, size: size, after: memory.withLock { $0.token.sequence }, underLock: underLock,
-            spills: size - disk.journalEnd >= FieldsSpill.sizeSpilled)
+            spilling: size - disk.journalEnd >= FieldsSpill.sizeSpilled ? size - disk.journalEnd : nil)
         let notifications = memory.withLock { state in
             apply(scan, to: &state, notify: true)
         }
@@ -170,9 +170,10 @@ extension JSONFileZone {
     /// - Parameters:
     ///   - underLock: Whether this engine holds the writers' lock (no append can be under
     ///     way).
-    ///   - spills: Whether the records' fields go to a spill (``FieldsSpill``).
+    ///   - spilling: The size of the read the records' fields are spilled for
+    ///     (``FieldsSpill``; a piece's whole journal), or `nil` to keep them in memory.
     func readJournal(
-        _ disk: inout Disk, size: Int, after sequence: Int, underLock: Bool, spills: Bool
+        _ disk: inout Disk, size: Int, after sequence: Int, underLock: Bool, spilling: Int?
     ) throws(MirrorError) -> JSONFileFormat.JournalScan {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
@@ -194,7 +195,9 @@ extension JSONFileZone {
                 throw located(MirrorError.posix(error.code, "read", file: path(name)))
             }
             var parser = JSONFileFormat.LineParser()
-            let spill = spills ? FieldsSpill.Target(fileSystem: fileSystem, directory: disk.directoryFD) : nil
+            let spill = spilling.flatMap {
+                FieldsSpill.Target(fileSystem: fileSystem, directory: disk.directoryFD, spilling: $0)
+            }
             // The bytes stay alive (mapped) while the scan reads them through `base`.
             (scan, dataEnd) = withExtendedLifetime(bytes) { bytes in
                 let base = UnsafePointer(bytes.base.assumingMemoryBound(to: UInt8.self))
