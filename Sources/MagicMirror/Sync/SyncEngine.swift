@@ -105,53 +105,61 @@ struct SyncEngine<Record: Recordable> {
                 ids = []
                 ids!.reserveCapacity(stored.count)
             }
-            // In order, the values are shown as they are: `shown` takes them, and a walk of
-            // the positions finds each record's value in it. Out of order, each value is
-            // looked up in a table of where they lie.
-            var walk = DecodedRecords.Walk(decoded)
-            let values: [Record]
-            let valueIndices: [Int]?
-            if inOrder {
+            if inOrder, let found = Self.newestIfShownAsStored(stored, decoded) {
+                // The usual case, checked in parallel parts: nothing to walk, and each id is
+                // its stored record's (when there is no table of them to share).
+                newest = found
                 swap(&shown, &decoded.values)
-                values = []
-                valueIndices = nil
+                if ids != nil { ids = stored.map(\.id) }
             } else {
-                values = decoded.values
-                valueIndices = decoded.valueIndices
-                shown.reserveCapacity(values.count)
-            }
-            // The ids of the records shown so far, while they are `stored[..<position]`.
-            func formIDs(upTo position: Int) {
-                var formed: [String] = []
-                formed.reserveCapacity(stored.count)
-                formed.append(contentsOf: stored[..<position].lazy.map(\.id))
-                ids = formed
-            }
-            for position in stored.indices {
-                let index = order?[position] ?? position
-                let record = stored[index]
-                if record.modified > newest { newest = record.modified }
-                let value: Record?
-                if let valueIndices {
-                    value = valueIndices[index] >= 0 ? values[valueIndices[index]] : nil
+                // In order, the values are shown as they are: `shown` takes them, and a walk of
+                // the positions finds each record's value in it. Out of order, each value is
+                // looked up in a table of where they lie.
+                var walk = DecodedRecords.Walk(decoded)
+                let values: [Record]
+                let valueIndices: [Int]?
+                if inOrder {
+                    swap(&shown, &decoded.values)
+                    values = []
+                    valueIndices = nil
                 } else {
-                    value = walk.valueIndex(at: index).map { shown[$0] }
+                    values = decoded.values
+                    valueIndices = decoded.valueIndices
+                    shown.reserveCapacity(values.count)
                 }
-                guard let value else {
-                    if ids == nil { formIDs(upTo: position) }
-                    if !record.isDeleted, let error = decoded.error(at: index) {
-                        reportUndecodable(record, error: error)
+                // The ids of the records shown so far, while they are `stored[..<position]`.
+                func formIDs(upTo position: Int) {
+                    var formed: [String] = []
+                    formed.reserveCapacity(stored.count)
+                    formed.append(contentsOf: stored[..<position].lazy.map(\.id))
+                    ids = formed
+                }
+                for position in stored.indices {
+                    let index = order?[position] ?? position
+                    let record = stored[index]
+                    if record.modified > newest { newest = record.modified }
+                    let value: Record?
+                    if let valueIndices {
+                        value = valueIndices[index] >= 0 ? values[valueIndices[index]] : nil
+                    } else {
+                        value = walk.valueIndex(at: index).map { shown[$0] }
                     }
-                    continue
+                    guard let value else {
+                        if ids == nil { formIDs(upTo: position) }
+                        if !record.isDeleted, let error = decoded.error(at: index) {
+                            reportUndecodable(record, error: error)
+                        }
+                        continue
+                    }
+                    if !inOrder { shown.append(value) }
+                    let id = value.recordID
+                    let same = IDKey.same(id, record.id)
+                    if ids == nil {
+                        if same { continue }
+                        formIDs(upTo: position)
+                    }
+                    ids!.append(same ? record.id : id)
                 }
-                if !inOrder { shown.append(value) }
-                let id = value.recordID
-                let same = IDKey.same(id, record.id)
-                if ids == nil {
-                    if same { continue }
-                    formIDs(upTo: position)
-                }
-                ids!.append(same ? record.id : id)
             }
         }
         HybridLogicalClock.shared.observe(newest)
@@ -163,6 +171,30 @@ struct SyncEngine<Record: Recordable> {
         } else {
             records.load(shown, indexOf: table!)
         }
+    }
+
+    /// The newest clock of `stored` when every record is live and decoded, at its own
+    /// position, and each value has its record's id (the usual case): checked in parallel
+    /// parts, since it reads every value's id. `nil` otherwise.
+    private static func newestIfShownAsStored(
+        _ stored: [StoredRecord], _ decoded: DecodedRecords<Record>
+    ) -> HLCTimestamp? {
+        guard decoded.missing.isEmpty, decoded.values.count == stored.count else { return nil }
+        let values = decoded.values
+        let parts = BatchJSONCoding.inParallelRanges(stored.count) { range -> HLCTimestamp? in
+            var newest = HLCTimestamp.zero
+            for index in range {
+                if stored[index].modified > newest { newest = stored[index].modified }
+                guard IDKey.same(values[index].recordID, stored[index].id) else { return nil }
+            }
+            return newest
+        }
+        var newest = HLCTimestamp.zero
+        for part in parts {
+            guard let part else { return nil }
+            newest = max(newest, part)
+        }
+        return newest
     }
 
     // MARK: Local edits
