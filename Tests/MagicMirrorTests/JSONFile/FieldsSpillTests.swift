@@ -313,18 +313,23 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
     }
 
-    @Test func aMappingGoesWithTheLastRecordThatUsesIt() throws {
-        let directory = try TemporaryDirectory("spill-unmap")
-        defer { directory.remove() }
-        let records = JSONFileSnapshotReadingTests.records(300)
+    /// `records` written as a snapshot and read back with a spill in `directory`.
+    static func readSpilled(_ records: [StoredRecord], in directory: TemporaryDirectory) throws -> [StoredRecord] {
         let bytes = JSONFileSnapshotReadingTests.snapshot(records)
         let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
         try #require(fd >= 0)
         defer { close(fd) }
-        var read: [StoredRecord]? = try JSONFileFormat.readSnapshot(
+        return try JSONFileFormat.readSnapshot(
             size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: bytes.count),
             read: JSONFileSnapshotReadingTests.reader(bytes)
         ).records
+    }
+
+    @Test func aMappingGoesWithTheLastRecordThatUsesIt() throws {
+        let directory = try TemporaryDirectory("spill-unmap")
+        defer { directory.remove() }
+        let records = JSONFileSnapshotReadingTests.records(300)
+        var read: [StoredRecord]? = try Self.readSpilled(records, in: directory)
         let start = try #require(read?.first?.fields).withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
         let mapping = try #require(MappedBytes.ranges.first { start >= $0.start && start < $0.start + UInt($0.length) })
         let kept = read?[299]
@@ -343,14 +348,7 @@ import Testing
         let directory = try TemporaryDirectory("spill-change")
         defer { directory.remove() }
         let records = JSONFileSnapshotReadingTests.records(300)
-        let bytes = JSONFileSnapshotReadingTests.snapshot(records)
-        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        var read: [StoredRecord]? = try JSONFileFormat.readSnapshot(
-            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: bytes.count),
-            read: JSONFileSnapshotReadingTests.reader(bytes)
-        ).records
+        var read: [StoredRecord]? = try Self.readSpilled(records, in: directory)
         var fields = try #require(read?[299].fields)
         #expect(Self.isMapped(fields, in: MappedBytes.ranges))
         read = nil
