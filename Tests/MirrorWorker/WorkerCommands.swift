@@ -1,3 +1,5 @@
+import Foundation
+
 /// The subcommands of `mirror-worker`, by name. Each takes the remaining arguments.
 enum WorkerCommands {
     typealias Command = @Sendable ([String]) async throws -> Void
@@ -5,6 +7,11 @@ enum WorkerCommands {
     static let all: [String: Command] = [
         "asset": { try await AssetCommand.run($0) },
         "echo": { arguments in print(arguments.joined(separator: " ")) },
+        // Prints "waiting" and waits until it is killed (or its parent goes).
+        "hold": { _ in
+            FileHandle.standardOutput.write(Data("waiting\n".utf8))
+            while true { try await Task.sleep(for: .seconds(3600)) }
+        },
         "mirror": { try await MirrorCommand.run($0) },
         "mirror-cancel-race": { try await MirrorCancelRaceCommand.run($0) },
         "mirror-editor": { try await MirrorEditorCommand.run($0) },

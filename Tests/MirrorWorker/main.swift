@@ -9,6 +9,15 @@ guard let name = arguments.first, let command = WorkerCommands.all[name] else {
         "usage: mirror-worker <\(WorkerCommands.all.keys.sorted().joined(separator: "|"))> ...\n".utf8))
     exit(2)
 }
+// A worker never outlives the process that started it. When that process goes (a test run
+// that crashed), the worker is adopted by another and exits: otherwise it would keep the
+// test run's standard error open (many workers share it) and `swift test` would wait for it
+// instead of reporting the crash.
+let parent = getppid()
+Thread.detachNewThread {
+    while getppid() == parent { usleep(200_000) }
+    exit(3)
+}
 do {
     try await command(Array(arguments.dropFirst()))
     exit(0)
