@@ -56,9 +56,15 @@ final class FieldsSpill: @unchecked Sendable {
     /// files and programs.
     static let spaceKeptFree = 64 << 20
 
-    /// From this many bytes read at once (a snapshot, or a journal read whole on opening),
-    /// the records' fields are spilled.
+    /// From this many bytes read at once (a snapshot, or a journal on opening), the records'
+    /// fields are spilled.
     static let sizeSpilled = 4 << 20
+
+    /// Where the fields of a read of `size` bytes go: `nil` below ``sizeSpilled`` (they stay
+    /// in memory), else a ``Target`` in the directory `directoryFD`, if it gives one.
+    static func target(forReading size: Int, fileSystem: FileSystem, directory directoryFD: Int32) -> Target? {
+        size >= sizeSpilled ? Target(fileSystem: fileSystem, directory: directoryFD, spilling: size) : nil
+    }
 
     private let target: Target
     private var fd: Int32 = -1

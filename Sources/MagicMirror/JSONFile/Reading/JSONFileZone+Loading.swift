@@ -130,8 +130,7 @@ extension JSONFileZone {
         }
         do throws(JSONFileFormat.SnapshotReadFailure) {
             guard let info = JSONFileIO.info(fd) else { throw .read(FileSystem.Failure(operation: .open, code: errno)) }
-            let spill = info.size >= FieldsSpill.sizeSpilled
-                ? FieldsSpill.Target(fileSystem: fileSystem, directory: directoryFD, spilling: info.size) : nil
+            let spill = FieldsSpill.target(forReading: info.size, fileSystem: fileSystem, directory: directoryFD)
             let contents = try JSONFileFormat.readSnapshot(size: info.size, spill: spill) { buffer, offset throws(FileSystem.Failure) in
                 try JSONFileIO.read(fd, into: buffer, at: offset)
             }
@@ -161,7 +160,8 @@ extension JSONFileZone {
     ///
     /// A piece that holds no complete append (one append larger than it) is read again twice
     /// as large. A piece with lines that belong to no complete append ends the load early,
-    /// as a whole read would (``readJournal(_:size:after:underLock:spilling:)``). The fields of a journal of ``FieldsSpill/sizeSpilled`` or more are spilled.
+    /// as a whole read would (``readJournal(_:size:after:underLock:spillingFor:)``). Whether
+    /// the fields are spilled is decided for the whole journal, not for each piece.
     /// The state makes room once for the records the whole journal would hold at the first
     /// piece's rate (growing piece by piece would double its table, and could leave room for
     /// up to twice as many).
@@ -174,8 +174,7 @@ extension JSONFileZone {
             let start = disk.journalEnd
             let end = size - start <= pieceSize ? size : start + pieceSize
             let read = try readJournal(
-                &disk, size: end, after: state.token.sequence, underLock: underLock,
-                spilling: size >= FieldsSpill.sizeSpilled ? size : nil)
+                &disk, size: end, after: state.token.sequence, underLock: underLock, spillingFor: size)
             let records = read.commits.reduce(0) { $0 + $1.records.count }
             if !madeRoom, records > 0 {
                 let expected = end == size ? records : records * (size - start) / max(disk.journalEnd - start, 1)

@@ -145,7 +145,7 @@ extension JSONFileZone {
         }
         let scan = try readJournal(
             &disk, size: size, after: memory.withLock { $0.token.sequence }, underLock: underLock,
-            spilling: size - disk.journalEnd >= FieldsSpill.sizeSpilled ? size - disk.journalEnd : nil)
+            spillingFor: size - disk.journalEnd)
         let notifications = memory.withLock { state in
             apply(scan, to: &state, notify: true)
         }
@@ -170,10 +170,11 @@ extension JSONFileZone {
     /// - Parameters:
     ///   - underLock: Whether this engine holds the writers' lock (no append can be under
     ///     way).
-    ///   - spilling: The size of the read the records' fields are spilled for
-    ///     (``FieldsSpill``; a piece's whole journal), or `nil` to keep them in memory.
+    ///   - spillingFor: The size of the read whose records' fields are spilled or not
+    ///     (``FieldsSpill/target(forReading:fileSystem:directory:)``): this one's, or the
+    ///     whole journal's when it is read in pieces.
     func readJournal(
-        _ disk: inout Disk, size: Int, after sequence: Int, underLock: Bool, spilling: Int?
+        _ disk: inout Disk, size: Int, after sequence: Int, underLock: Bool, spillingFor readSize: Int
     ) throws(MirrorError) -> JSONFileFormat.JournalScan {
         let name = JSONFileFormat.journalFile(disk.generation)
         let start = disk.journalEnd
@@ -195,9 +196,7 @@ extension JSONFileZone {
                 throw located(MirrorError.posix(error.code, "read", file: path(name)))
             }
             var parser = JSONFileFormat.LineParser()
-            let spill = spilling.flatMap {
-                FieldsSpill.Target(fileSystem: fileSystem, directory: disk.directoryFD, spilling: $0)
-            }
+            let spill = FieldsSpill.target(forReading: readSize, fileSystem: fileSystem, directory: disk.directoryFD)
             // The bytes stay alive (mapped) while the scan reads them through `base`.
             (scan, dataEnd) = withExtendedLifetime(bytes) { bytes in
                 let base = UnsafePointer(bytes.base.assumingMemoryBound(to: UInt8.self))
