@@ -217,19 +217,16 @@ import Testing
     /// A spill is made only where the file system has room for it, for a compaction after
     /// it, and `FieldsSpill.spaceKeptFree` more.
     @Test func aSpillIsMadeOnlyWhereTheDiskHasRoomToSpare() throws {
-        let directory = try TemporaryDirectory("spill-room")
-        defer { directory.remove() }
-        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        var stats = statvfs()
-        try #require(fstatvfs(fd, &stats) == 0)
-        let free = Int(stats.f_bavail) * Int(stats.f_frsize)
-        try #require(free > FieldsSpill.roomNeeded(toSpill: 1 << 20), "the temporary directory's disk has room")
+        try withOpenTemporaryDirectory { _, fd in
+            var stats = statvfs()
+            try #require(fstatvfs(fd, &stats) == 0)
+            let free = Int(stats.f_bavail) * Int(stats.f_frsize)
+            try #require(free > FieldsSpill.roomNeeded(toSpill: 1 << 20), "the temporary directory's disk has room")
 
-        #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: 1 << 20) != nil)
-        #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: free / 2) == nil, "no room for a compaction")
-        #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: free) == nil, "no room for the spill")
+            #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: 1 << 20) != nil)
+            #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: free / 2) == nil, "no room for a compaction")
+            #expect(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: free) == nil, "no room for the spill")
+        }
     }
 
     @Test func whenTheSpillCannotBeWrittenTheFieldsStayInMemory() async throws {
@@ -266,78 +263,69 @@ import Testing
     /// `O_TMPFILE`) or written gives what a read without one gives, in memory.
     @Test(arguments: [FileSystem.Operation.open, .write])
     func aSpillThatFailsGivesWhatAReadInMemoryGives(failing operation: FileSystem.Operation) throws {
-        let directory = try TemporaryDirectory("spill-read")
-        defer { directory.remove() }
-        let records = JSONFileSnapshotReadingTests.records(400)
-        let bytes = JSONFileSnapshotReadingTests.snapshot(records)
-        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        let faulty = FaultyFileSystem()
-        faulty.failNext(operation, errno: operation == .open ? EOPNOTSUPP : EIO)
+        try withOpenTemporaryDirectory { directory, fd in
+            let records = JSONFileSnapshotReadingTests.records(400)
+            let faulty = FaultyFileSystem()
+            faulty.failNext(operation, errno: operation == .open ? EOPNOTSUPP : EIO)
 
-        let read = try JSONFileFormat.readSnapshot(
-            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd, spilling: bytes.count),
-            read: JSONFileSnapshotReadingTests.reader(bytes))
-        #expect(faulty.count(operation) == 1)
-        #expect(read.records == records)
-        #expect(read.records.allSatisfy { !Self.isMapped($0.fields!, in: MappedBytes.ranges) })
+            let read = try Self.readSpilled(records, in: fd, through: faulty.fileSystem, pieceSize: 4096)
+            #expect(faulty.count(operation) == 1)
+            #expect(read == records)
+            #expect(read.allSatisfy { !Self.isMapped($0.fields!, in: MappedBytes.ranges) })
 
-        // Without the fault, the same read spills, and gives the same records.
-        let spilled = try JSONFileFormat.readSnapshot(
-            size: bytes.count, pieceSize: 4096, spill: FieldsSpill.Target(fileSystem: faulty.fileSystem, directory: fd, spilling: bytes.count),
-            read: JSONFileSnapshotReadingTests.reader(bytes))
-        #expect(spilled.records == records)
-        #expect(spilled.records.allSatisfy { Self.isMapped($0.fields!, in: MappedBytes.ranges) })
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+            // Without the fault, the same read spills, and gives the same records.
+            let spilled = try Self.readSpilled(records, in: fd, through: faulty.fileSystem, pieceSize: 4096)
+            #expect(spilled == records)
+            #expect(spilled.allSatisfy { Self.isMapped($0.fields!, in: MappedBytes.ranges) })
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+        }
     }
 
     /// The spill is opened with `O_EXCL`, so not even its owner can give it a name through
     /// `/proc` (an unnamed file opened without it can be linked into the directory).
     @Test func theSpillCanNeverBeGivenAName() throws {
-        let directory = try TemporaryDirectory("spill-link")
-        defer { directory.remove() }
-        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        let spill = FieldsSpill(try #require(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: 4096)))
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: MappedBytes.pageSize, alignment: 1)
-        defer { buffer.deallocate() }
-        buffer.initializeMemory(as: UInt8.self, repeating: UInt8(ascii: "x"))
-        let kept = try #require(spill.keep(buffer, count: 100))
-        #expect(kept == Data(repeating: UInt8(ascii: "x"), count: 100))
-        #expect(spill.descriptor >= 0)
+        try withOpenTemporaryDirectory { directory, fd in
+            let spill = FieldsSpill(try #require(FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: 4096)))
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: MappedBytes.pageSize, alignment: 1)
+            defer { buffer.deallocate() }
+            buffer.initializeMemory(as: UInt8.self, repeating: UInt8(ascii: "x"))
+            let kept = try #require(spill.keep(buffer, count: 100))
+            #expect(kept == Data(repeating: UInt8(ascii: "x"), count: 100))
+            #expect(spill.descriptor >= 0)
 
-        let linked = linkat(AT_FDCWD, "/proc/self/fd/\(spill.descriptor)", fd, "named", AT_SYMLINK_FOLLOW)
-        #expect(linked == -1)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+            let linked = linkat(AT_FDCWD, "/proc/self/fd/\(spill.descriptor)", fd, "named", AT_SYMLINK_FOLLOW)
+            #expect(linked == -1)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+        }
     }
 
-    /// `records` written as a snapshot and read back with a spill in `directory`.
-    static func readSpilled(_ records: [StoredRecord], in directory: TemporaryDirectory) throws -> [StoredRecord] {
+    /// `records` written as a snapshot and read back, in pieces of `pieceSize` bytes, with a
+    /// spill in the directory `fd` made through `fileSystem`.
+    static func readSpilled(
+        _ records: [StoredRecord], in fd: Int32, through fileSystem: FileSystem = .live,
+        pieceSize: Int = JSONFileFormat.snapshotPieceSize
+    ) throws -> [StoredRecord] {
         let bytes = JSONFileSnapshotReadingTests.snapshot(records)
-        let fd = open(directory.path, O_RDONLY | O_DIRECTORY)
-        try #require(fd >= 0)
-        defer { close(fd) }
         return try JSONFileFormat.readSnapshot(
-            size: bytes.count, spill: FieldsSpill.Target(fileSystem: .live, directory: fd, spilling: bytes.count),
+            size: bytes.count, pieceSize: pieceSize,
+            spill: FieldsSpill.Target(fileSystem: fileSystem, directory: fd, spilling: bytes.count),
             read: JSONFileSnapshotReadingTests.reader(bytes)
         ).records
     }
 
     @Test func aMappingGoesWithTheLastRecordThatUsesIt() throws {
-        let directory = try TemporaryDirectory("spill-unmap")
-        defer { directory.remove() }
-        let records = JSONFileSnapshotReadingTests.records(300)
-        var read: [StoredRecord]? = try Self.readSpilled(records, in: directory)
-        let start = try #require(read?.first?.fields).withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
-        let mapping = try #require(MappedBytes.ranges.first { start >= $0.start && start < $0.start + UInt($0.length) })
-        let kept = read?[299]
-        read = nil
-        #expect(MappedBytes.ranges.contains { $0 == mapping }, "a record still uses it")
-        #expect(kept == records[299])
-        _ = consume kept
-        #expect(!MappedBytes.ranges.contains { $0 == mapping }, "unmapped with the last record")
+        try withOpenTemporaryDirectory { _, fd in
+            let records = JSONFileSnapshotReadingTests.records(300)
+            var read: [StoredRecord]? = try Self.readSpilled(records, in: fd)
+            let start = try #require(read?.first?.fields).withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+            let mapping = try #require(MappedBytes.ranges.first { start >= $0.start && start < $0.start + UInt($0.length) })
+            let kept = read?[299]
+            read = nil
+            #expect(MappedBytes.ranges.contains { $0 == mapping }, "a record still uses it")
+            #expect(kept == records[299])
+            _ = consume kept
+            #expect(!MappedBytes.ranges.contains { $0 == mapping }, "unmapped with the last record")
+        }
     }
 
     /// A record's fields are a `Data` like any other, which its holder may change in place:
@@ -345,21 +333,21 @@ import Testing
     /// lie (it copies only shared bytes), which must not fault, and its pages given back
     /// keep the change.
     @Test func fieldsChangedInPlaceOnceTheirMappingIsTheirsAlone() throws {
-        let directory = try TemporaryDirectory("spill-change")
-        defer { directory.remove() }
-        let records = JSONFileSnapshotReadingTests.records(300)
-        var read: [StoredRecord]? = try Self.readSpilled(records, in: directory)
-        var fields = try #require(read?[299].fields)
-        #expect(Self.isMapped(fields, in: MappedBytes.ranges))
-        read = nil
+        try withOpenTemporaryDirectory { _, fd in
+            let records = JSONFileSnapshotReadingTests.records(300)
+            var read: [StoredRecord]? = try Self.readSpilled(records, in: fd)
+            var fields = try #require(read?[299].fields)
+            #expect(Self.isMapped(fields, in: MappedBytes.ranges))
+            read = nil
 
-        fields[fields.startIndex + 1] = UInt8(ascii: "N")
-        fields.withUnsafeMutableBytes { $0[$0.count - 2] = UInt8(ascii: "Z") }
-        MappedBytes.releaseResidentPages()
-        var expected = try #require(records[299].fields)
-        expected[expected.startIndex + 1] = UInt8(ascii: "N")
-        expected[expected.endIndex - 2] = UInt8(ascii: "Z")
-        #expect(fields == expected)
+            fields[fields.startIndex + 1] = UInt8(ascii: "N")
+            fields.withUnsafeMutableBytes { $0[$0.count - 2] = UInt8(ascii: "Z") }
+            MappedBytes.releaseResidentPages()
+            var expected = try #require(records[299].fields)
+            expected[expected.startIndex + 1] = UInt8(ascii: "N")
+            expected[expected.endIndex - 2] = UInt8(ascii: "Z")
+            #expect(fields == expected)
+        }
     }
 }
 #endif

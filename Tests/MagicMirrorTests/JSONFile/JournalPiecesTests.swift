@@ -76,14 +76,19 @@ import Testing
         return (records, token, quarantined)
     }
 
-    @Test func everyPieceSizeGivesWhatAWholeReadGives() async throws {
-        let directory = try TemporaryDirectory("pieces")
-        defer { directory.remove() }
+    /// A database in `directory` whose zone `Item` holds `journal` alone.
+    static func database(in directory: TemporaryDirectory, withJournal journal: [UInt8]) throws {
         _ = try JSONFileDatabase(isolatedDirectory: directory.url)
         let zoneDirectory = directory.url.appendingPathComponent("public/Item")
         try FileManager.default.createDirectory(at: zoneDirectory, withIntermediateDirectories: true)
-        let journal = Self.damagedJournal()
         try Data(journal).write(to: zoneDirectory.appendingPathComponent("journal-0.ndjson"))
+    }
+
+    @Test func everyPieceSizeGivesWhatAWholeReadGives() async throws {
+        let directory = try TemporaryDirectory("pieces")
+        defer { directory.remove() }
+        let journal = Self.damagedJournal()
+        try Self.database(in: directory, withJournal: journal)
 
         let whole = try await Self.load(directory, pieceSize: .max)
         #expect(whole.records.count > 300, "the large append is applied")
@@ -105,16 +110,13 @@ import Testing
     @Test func aLargeJournalReadInPiecesIsSpilled() async throws {
         let directory = try TemporaryDirectory("pieces-spill")
         defer { directory.remove() }
-        _ = try JSONFileDatabase(isolatedDirectory: directory.url)
-        let zoneDirectory = directory.url.appendingPathComponent("public/Item")
-        try FileManager.default.createDirectory(at: zoneDirectory, withIntermediateDirectories: true)
         var journal: [UInt8] = []
         var sequence = 0
         while journal.count < FieldsSpill.sizeSpilled + 100_000 {
             sequence += 1
             journal += Self.append(sequence: sequence, (0..<50).map { "s\(sequence)-\($0)" }, size: 200)
         }
-        try Data(journal).write(to: zoneDirectory.appendingPathComponent("journal-0.ndjson"))
+        try Self.database(in: directory, withJournal: journal)
 
         let database = try JSONFileDatabase(isolatedDirectory: directory.url, journalPieceSize: 1 << 20)
         let records = try await database.fetchAll(in: zone).records
