@@ -12,10 +12,13 @@ import MirrorTestSupport
 /// each time with `--distinct`), subscribes to a zone, reads it (through a `Mirror` with
 /// `--mirror`), cancels the subscription and drops the database, `N` times (default 20000),
 /// after `--warm-up` cycles (default 2000) that let the allocator and Foundation settle. Prints
-/// `<rss KiB before> <fds before> <rss KiB after N> <rss KiB after 2N> <fds after 2N>`
-/// (it runs `N` cycles twice): a leak per database shows as resident memory growing in
-/// both halves alike, or descriptors growing; what the process sets up once (threads,
-/// allocator arenas) shows in the first half only.
+/// `<rss KiB before> <fds before> <rss KiB after N> <rss KiB after 2N> <fds after 2N>
+/// <heap bytes before> <heap bytes after N> <heap bytes after 2N>` (it runs `N` cycles
+/// twice), each taken once the dropped databases' descriptors are closed. The heap bytes
+/// are those malloc has handed out and not had back (see ``LiveHeap``): a leak per database
+/// grows them in both halves alike, while resident memory also moves with what the
+/// allocator keeps for its threads (more threads and arenas on a loaded machine), so the
+/// tests judge the heap and print the resident figures.
 enum OpenCloseCommand {
     static func run(_ arguments: [String]) async throws {
         let options = try WorkerOptions(
@@ -26,12 +29,15 @@ enum OpenCloseCommand {
         let warmUp = try options.int("warm-up", default: 2_000)
         let how = Cycle(throughMirror: options.flag("mirror"), distinct: options.flag("distinct"))
         try await how.run(directory, times: warmUp, from: 0)
-        let before = (try residentKiB(), try WatcherFDsCommand.openDescriptorCount())
+        let descriptors = try WatcherFDsCommand.openDescriptorCount()
+        let before = (try residentKiB(), try LiveHeap.bytes())
         try await how.run(directory, times: count, from: warmUp)
-        let middle = try residentKiB()
+        _ = try await settledDescriptorCount(atMost: descriptors)
+        let middle = (try residentKiB(), try LiveHeap.bytes())
         try await how.run(directory, times: count, from: warmUp + count)
-        let after = (try residentKiB(), try await settledDescriptorCount(atMost: before.1))
-        print("\(before.0) \(before.1) \(middle) \(after.0) \(after.1)")
+        let descriptorsAfter = try await settledDescriptorCount(atMost: descriptors)
+        let after = (try residentKiB(), try LiveHeap.bytes())
+        print("\(before.0) \(descriptors) \(middle.0) \(after.0) \(descriptorsAfter) \(before.1) \(middle.1) \(after.1)")
     }
 
     /// The open descriptors once the last databases dropped have closed theirs: a mirror's
@@ -82,5 +88,48 @@ enum OpenCloseCommand {
         getrusage(RUSAGE_SELF, &usage)
         return Int(usage.ru_maxrss) / 1024
         #endif
+    }
+}
+
+/// The bytes malloc has handed out and not had back, in every arena and in mmapped blocks
+/// (glibc's `malloc_info`, which `mallinfo2` summarises but Swift's Glibc module does not
+/// show): unlike resident memory, it does not move with the pages the allocator keeps.
+enum LiveHeap {
+    static func bytes() throws -> Int {
+        #if canImport(Glibc)
+        typealias MallocInfo = @convention(c) (Int32, UnsafeMutablePointer<FILE>?) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_info") else {
+            throw WorkerUsageError("no malloc_info in this C library")
+        }
+        var buffer: UnsafeMutablePointer<CChar>?
+        var size = 0
+        guard let stream = open_memstream(&buffer, &size) else { throw WorkerUsageError("open_memstream failed") }
+        let status = unsafeBitCast(symbol, to: MallocInfo.self)(0, stream)
+        fclose(stream)
+        defer { free(buffer) }
+        guard status == 0, let buffer else { throw WorkerUsageError("malloc_info failed") }
+        return try inUse(fromMallocInfo: String(cString: buffer))
+        #else
+        throw WorkerUsageError("the live heap is read from glibc's malloc_info")
+        #endif
+    }
+
+    /// From the totals after the last arena: the arenas' memory (`system current`) and the
+    /// mmapped blocks, less the free chunks (`fast`, `rest`, which counts each arena's top).
+    static func inUse(fromMallocInfo xml: String) throws -> Int {
+        guard let lastHeap = xml.range(of: "</heap>", options: .backwards) else {
+            throw WorkerUsageError("malloc_info: no heap in \(xml.prefix(200))")
+        }
+        let totals = xml[lastHeap.upperBound...]
+        func size(_ element: String) throws -> Int {
+            guard let start = totals.range(of: element),
+                  let sizeKey = totals[start.upperBound...].range(of: "size=\""),
+                  let end = totals[sizeKey.upperBound...].firstIndex(of: "\""),
+                  let value = Int(totals[sizeKey.upperBound..<end])
+            else { throw WorkerUsageError("malloc_info: no \(element) in \(totals)") }
+            return value
+        }
+        return try size("<system type=\"current\"") + size("<total type=\"mmap\"")
+            - size("<total type=\"fast\"") - size("<total type=\"rest\"")
     }
 }
