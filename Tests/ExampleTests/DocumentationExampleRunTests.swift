@@ -4,7 +4,7 @@ import Testing
 
 /// Runs the articles' code compiled into `mirror-doc-examples`, with the default database
 /// and the home directory in a temporary directory.
-@Suite struct DocumentationExampleRunTests {
+@Suite(.timeLimit(.minutes(5))) struct DocumentationExampleRunTests {
     @Test func gettingStartedRunsToItsEnd() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }

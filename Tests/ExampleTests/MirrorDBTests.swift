@@ -3,7 +3,7 @@ import MirrorTestSupport
 import Testing
 
 /// Runs the built `mirror-db` as a user would, on databases that `mirror-todo` wrote.
-@Suite struct MirrorDBTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorDBTests {
     struct Run {
         var status: Int32
         var stdout: String

@@ -3,7 +3,7 @@ import MirrorTestSupport
 import Testing
 
 /// Runs the built `mirror-todo` as a user would and checks what it prints.
-@Suite struct TodoConsoleTests {
+@Suite(.timeLimit(.minutes(5))) struct TodoConsoleTests {
     @Test func addListDoneRemoveRoundTrip() async throws {
         let db = try TemporaryFolder()
         defer { db.remove() }

@@ -3,7 +3,7 @@ import MirrorTestSupport
 import Testing
 
 /// Runs `mirror-tour`, the README's usage program, as a reader who pasted it would.
-@Suite struct TourTests {
+@Suite(.timeLimit(.minutes(5))) struct TourTests {
     @Test func theUsageProgramRunsToItsEndAndLeavesTheListAsItWas() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }

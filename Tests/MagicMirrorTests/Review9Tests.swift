@@ -6,7 +6,7 @@ import Testing
 @testable import MagicMirror
 
 /// Review of the inotify hub, the kept key orders of DirectJSONEncoder and packed decoding.
-@Suite struct Review9Tests {
+@Suite(.timeLimit(.minutes(5))) struct Review9Tests {
     // MARK: Directory watching
 
     #if canImport(Glibc)

@@ -19,7 +19,7 @@ import Testing
     #expect(try database.records(SampleRecord.self).map(\.title) == ["Milk"])
 }
 
-@Suite struct MirrorTestingLandingPageTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorTestingLandingPageTests {
     @Test func theOverviewExampleRuns() async throws {
 let database = InMemoryDatabase()
 database.failNextCommits(1, with: .diskFull)

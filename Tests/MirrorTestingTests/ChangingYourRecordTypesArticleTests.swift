@@ -5,7 +5,7 @@ import Testing
 /// Started" show code that Tests/MagicMirrorTests/Articles/ChangingYourRecordTypesArticleTests.swift
 /// compiles and runs: this suite keeps them identical (with the extraction of
 /// ``DocumentationArticleTests``).
-@Suite struct ChangingYourRecordTypesArticleBlocksTests {
+@Suite(.timeLimit(.minutes(5))) struct ChangingYourRecordTypesArticleBlocksTests {
     private static let packageRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent()    // MirrorTestingTests
         .deletingLastPathComponent()    // Tests

@@ -3,7 +3,7 @@ import Testing
 
 /// The article "Testing code that uses MagicMirror" shows the example that
 /// DocumentationExampleTests.swift compiles and runs: this suite keeps the two identical.
-@Suite struct DocumentationArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct DocumentationArticleTests {
     /// The package's root directory, from this file's path.
     private static let packageRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent()    // MirrorTestingTests

@@ -14,7 +14,7 @@ import Testing
 /// The README's Quick start commands are run by `.ci/run` (checked below); its other shell
 /// commands are those of `mirror-todo` and `mirror-db`, which ExampleTests run as a user
 /// would.
-@Suite struct DocumentationCodeBlockTests {
+@Suite(.timeLimit(.minutes(5))) struct DocumentationCodeBlockTests {
     private static let packageRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent()    // MirrorTestingTests
         .deletingLastPathComponent()    // Tests

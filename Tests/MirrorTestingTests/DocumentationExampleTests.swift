@@ -44,7 +44,7 @@ import Testing
 
 // The error recorders of these tests collect every error about GroceryItem, so the tests
 // run one at a time; other suites use other record types.
-@Suite(.serialized) struct ShoppingListTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ShoppingListTests {
     /// Retries a failed commit after 5 ms instead of 100 ms.
     let quickRetries = MirrorConfiguration(retryDelay: .milliseconds(5))
 

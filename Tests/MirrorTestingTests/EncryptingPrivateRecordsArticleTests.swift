@@ -5,7 +5,7 @@ import Testing
 /// Tests/MagicMirrorTests/Articles/EncryptingPrivateRecordsArticleTests.swift and, for the blocks that
 /// use AES-GCM, Adapters/Encryption/Tests/MagicMirrorEncryptionTests/ArticleTests.swift
 /// compile and run: this suite keeps them identical.
-@Suite struct EncryptingPrivateRecordsArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct EncryptingPrivateRecordsArticleTests {
     private static let packageRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent()    // MirrorTestingTests
         .deletingLastPathComponent()    // Tests

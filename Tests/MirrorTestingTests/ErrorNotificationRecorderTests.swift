@@ -4,7 +4,7 @@ import MirrorTesting
 import Synchronization
 import Testing
 
-@Suite struct ErrorNotificationRecorderTests {
+@Suite(.timeLimit(.minutes(5))) struct ErrorNotificationRecorderTests {
     private func post(_ error: MirrorError, on center: NotificationCenter) {
         center.post(name: .mirrorError, object: error)
     }

@@ -3,7 +3,7 @@ import MagicMirror
 import MirrorTesting
 import Testing
 
-@Suite struct FaultInjectionTests {
+@Suite(.timeLimit(.minutes(5))) struct FaultInjectionTests {
     let zone = ZoneID.public("Todo")
 
     @Test func failNextCommitsFailsExactlyNThenSucceeds() async throws {

@@ -3,7 +3,7 @@ import MagicMirror
 import MirrorTesting
 import Testing
 
-@Suite struct InMemoryDatabaseTests {
+@Suite(.timeLimit(.minutes(5))) struct InMemoryDatabaseTests {
     @Test func writersShareRecordsButNotWriterIDs() async throws {
         let database = InMemoryDatabase(identifier: "shared")
         let other = database.writer(named: "process-b")

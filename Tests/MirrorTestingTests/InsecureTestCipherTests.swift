@@ -5,7 +5,7 @@ import Testing
 
 /// `InsecureTestCipher` keeps the promises of every `RecordCipher`: what it seals opens,
 /// and a wrong secret, an unknown key id or changed bytes do not; it is deterministic.
-@Suite struct InsecureTestCipherTests {
+@Suite(.timeLimit(.minutes(5))) struct InsecureTestCipherTests {
     static let plaintext = Data(#"{"id":"n1","title":"Zanzibar"}"#.utf8)
 
     @Test func sealedValuesOpenAndAreDeterministic() throws {

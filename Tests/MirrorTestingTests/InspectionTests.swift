@@ -3,7 +3,7 @@ import MagicMirror
 import MirrorTesting
 import Testing
 
-@Suite struct InspectionTests {
+@Suite(.timeLimit(.minutes(5))) struct InspectionTests {
     let zone = ZoneID.public("Todo")
 
     @Test func recordsAreDecodedLiveAndInTheOrderTheyWereLastChanged() async throws {

@@ -11,7 +11,7 @@ import Testing
 /// stays pending and is retried with backoff; every failed attempt is reported exactly once,
 /// as one `.mirrorError` notification; a failure retrying cannot fix puts the change on hold
 /// until `flush()`.
-@Suite struct MirrorFaultInjectionTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorFaultInjectionTests {
     let zone = ZoneID.public(SampleRecord.recordType)
 
     @Test func failedCommitsAreRetriedAndTheChangeStaysPendingUntilOneSucceeds() async throws {

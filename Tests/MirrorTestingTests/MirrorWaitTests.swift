@@ -4,7 +4,7 @@ import MirrorTesting
 import Synchronization
 import Testing
 
-@Suite struct MirrorWaitTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorWaitTests {
     private struct Boom: Error, CustomStringConvertible {
         var description: String { "boom" }
     }

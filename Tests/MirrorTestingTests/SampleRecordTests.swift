@@ -3,7 +3,7 @@ import MagicMirror
 import MirrorTesting
 import Testing
 
-@Suite struct SampleRecordTests {
+@Suite(.timeLimit(.minutes(5))) struct SampleRecordTests {
     @Test func idsAreUniqueOverTenThousandMadeInATightLoop() {
         var ids = Set<String>()
         for _ in 0..<10_000 { ids.insert(SampleRecord().recordID) }

@@ -4,7 +4,7 @@ import Testing
 /// The article "Sharing records with other users" shows code that
 /// Tests/MagicMirrorTests/Articles/SharingRecordsArticleTests.swift compiles and runs: this
 /// suite keeps them identical.
-@Suite struct SharingRecordsArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct SharingRecordsArticleTests {
     private static let packageRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent()    // MirrorTestingTests
         .deletingLastPathComponent()    // Tests

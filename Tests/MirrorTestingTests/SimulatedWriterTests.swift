@@ -3,7 +3,7 @@ import MagicMirror
 import MirrorTesting
 import Testing
 
-@Suite struct SimulatedWriterTests {
+@Suite(.timeLimit(.minutes(5))) struct SimulatedWriterTests {
     let zone = ZoneID.public(SampleRecord.recordType)
 
     @Test func simulatedChangesBumpVersionsAndTokensAndNotifyEverySubscription() async throws {

@@ -3,7 +3,7 @@ import MagicMirror
 import MirrorTesting
 import Testing
 
-@Suite struct TemporaryDatabaseTests {
+@Suite(.timeLimit(.minutes(5))) struct TemporaryDatabaseTests {
     private struct Boom: Error {}
 
     private func exists(_ url: URL) -> Bool {

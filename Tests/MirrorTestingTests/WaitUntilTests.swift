@@ -4,7 +4,7 @@ import MirrorTesting
 import Synchronization
 import Testing
 
-@Suite struct WaitUntilTests {
+@Suite(.timeLimit(.minutes(5))) struct WaitUntilTests {
     private struct Boom: Error, CustomStringConvertible {
         var description: String { "boom" }
     }

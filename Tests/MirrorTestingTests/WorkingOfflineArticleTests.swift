@@ -4,7 +4,7 @@ import Testing
 /// The article "Working offline" shows code that
 /// Tests/MagicMirrorTests/Articles/WorkingOfflineArticleTests.swift compiles and runs: this suite keeps
 /// the two identical (with the extraction of ``DocumentationArticleTests``).
-@Suite struct WorkingOfflineArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct WorkingOfflineArticleTests {
     private static let packageRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent()    // MirrorTestingTests
         .deletingLastPathComponent()    // Tests

@@ -16,7 +16,7 @@ struct Photo: Recordable {
 }
 }
 
-@Suite struct AssetsArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct AssetsArticleTests {
     typealias Photo = AssetsArticle.Photo
 
     @Test func theArticlesExamplesRun() async throws {

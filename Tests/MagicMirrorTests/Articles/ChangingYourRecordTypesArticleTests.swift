@@ -73,7 +73,7 @@ struct Todo: Recordable {
 }
 }
 
-@Suite struct ChangingYourRecordTypesArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct ChangingYourRecordTypesArticleTests {
     @Test func theWorkedExampleRuns() async throws {
         typealias Todo = ChangingTypesVersion5.Todo
 

@@ -19,7 +19,7 @@ struct Todo: Recordable {
 }
 }
 
-@Suite struct LiveViewArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct LiveViewArticleTests {
     typealias Todo = LiveQueriesArticle.Todo
 
     @Test func theArticlesExamplesRun() async throws {

@@ -36,7 +36,7 @@ struct Award: Recordable {
 }
 }
 
-@Suite struct RelationshipsArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct RelationshipsArticleTests {
     typealias Author = RelationshipsArticle.Author
     typealias Book = RelationshipsArticle.Book
     typealias Award = RelationshipsArticle.Award

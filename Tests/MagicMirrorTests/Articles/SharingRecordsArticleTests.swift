@@ -16,7 +16,7 @@ struct Todo: Recordable {
 }
 }
 
-@Suite struct SharingRecordsArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct SharingRecordsArticleTests {
     typealias Todo = SharingRecordsArticle.Todo
 
     @Test func theArticleRuns() async throws {

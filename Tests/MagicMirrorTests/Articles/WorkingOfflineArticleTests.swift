@@ -16,7 +16,7 @@ struct Todo: Recordable {
 }
 }
 
-@Suite struct WorkingOfflineArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct WorkingOfflineArticleTests {
     typealias Todo = WorkingOfflineArticle.Todo
 
     @Test func theArticlesExamplesRun() async throws {

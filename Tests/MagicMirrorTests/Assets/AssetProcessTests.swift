@@ -10,7 +10,7 @@ import Testing
 
 /// Assets shared by real processes: `mirror-worker asset` stores, commits, deletes and is
 /// killed with SIGKILL; the test reads and collects through its own mirror.
-@Suite struct AssetProcessTests {
+@Suite(.timeLimit(.minutes(5))) struct AssetProcessTests {
     let directory: TemporaryDirectory
 
     init() throws { directory = try TemporaryDirectory("asset-processes") }

@@ -4,7 +4,7 @@ import Testing
 
 /// `AssetReferences`: the `"$asset"` objects of a record's fields, found at any depth, and
 /// only those (a `$` elsewhere is text).
-@Suite struct AssetReferencesTests {
+@Suite(.timeLimit(.minutes(5))) struct AssetReferencesTests {
     private let digest = String(repeating: "ab", count: 32)
 
     private func digests(_ json: String) -> (Set<String>, String?) {

@@ -15,7 +15,7 @@ struct AssetRecord: Recordable {
     var file: Asset
 }
 
-@Suite struct AssetTests {
+@Suite(.timeLimit(.minutes(5))) struct AssetTests {
     let directory: TemporaryDirectory
     let zone = ZoneID.public("AssetRecord")
 

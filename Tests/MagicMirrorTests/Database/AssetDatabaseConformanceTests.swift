@@ -5,7 +5,7 @@ import Testing
 
 /// The implementation requirements of ``AssetDatabase``, checked by the public conformance
 /// suite on the JSON-file database (the only one the package ships that stores assets).
-@Suite struct AssetDatabaseConformanceTests {
+@Suite(.timeLimit(.minutes(5))) struct AssetDatabaseConformanceTests {
     @Test(arguments: AssetDatabaseConformance.checks)
     func conforms(to check: ConformanceCheck) async throws {
         try await check.run {

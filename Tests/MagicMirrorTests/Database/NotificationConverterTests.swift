@@ -5,7 +5,7 @@ import Testing
 
 /// ``NotificationConverter``: one local notification per MagicMirror payload, none for any
 /// other payload.
-@Suite struct NotificationConverterTests {
+@Suite(.timeLimit(.minutes(5))) struct NotificationConverterTests {
     let change = RemoteNotification(
         databaseIdentifier: "db-1", zone: .public("Todo"), recordIDs: ["a"], reason: .updated,
         token: ChangeToken(generation: 0, sequence: 7), writer: "w-1")

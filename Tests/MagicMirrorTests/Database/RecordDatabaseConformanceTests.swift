@@ -8,7 +8,7 @@ import Testing
 /// the package ships (see `DatabaseFactory.all`) by the public conformance suite,
 /// ``RecordDatabaseConformance``, which adapters in other packages run too. New checks go
 /// into that suite (`Sources/MirrorTesting/Conformance/`), not here.
-@Suite struct RecordDatabaseConformanceTests {
+@Suite(.timeLimit(.minutes(5))) struct RecordDatabaseConformanceTests {
     @Test(arguments: RecordDatabaseConformance.checks, DatabaseFactory.all)
     func conforms(to check: ConformanceCheck, factory: DatabaseFactory) async throws {
         try await check.run {

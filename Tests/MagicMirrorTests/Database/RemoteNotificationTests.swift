@@ -3,7 +3,7 @@ import MagicMirror
 import Testing
 
 /// The transport forms of ``RemoteNotification``: `userInfo` and JSON.
-@Suite struct RemoteNotificationTests {
+@Suite(.timeLimit(.minutes(5))) struct RemoteNotificationTests {
     static let examples: [RemoteNotification] = [
         RemoteNotification(
             databaseIdentifier: "db-1", zone: .public("Todo"), recordIDs: ["a", "b"],

@@ -4,7 +4,7 @@ import Testing
 
 /// `ZoneState`, the in-memory rules both shipped databases apply: the change log that
 /// answers `changes(since:)` and the validation of a commit's operations.
-@Suite struct ZoneStateCommitTests {
+@Suite(.timeLimit(.minutes(5))) struct ZoneStateCommitTests {
     private static let writer = "writer-a"
 
     private static func record(_ id: String, version: Int, number: Int, deleted: Bool = false) -> StoredRecord {

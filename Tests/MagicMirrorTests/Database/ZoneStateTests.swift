@@ -6,7 +6,7 @@ import Testing
 /// `ZoneState.completeChangeSet`: the whole zone as a change set, carrying the state's own
 /// table of records when it has no tombstones, so that a mirror opening a large zone keeps
 /// that table rather than a copy.
-@Suite struct ZoneStateTests {
+@Suite(.timeLimit(.minutes(5))) struct ZoneStateTests {
     private func stored(_ id: String, version: Int = 1, deleted: Bool = false) -> StoredRecord {
         StoredRecord(
             id: id, version: version, fields: deleted ? nil : Data(#"{"title":"\#(id)"}"#.utf8),

@@ -8,7 +8,7 @@ import Testing
 /// `InsecureTestCipher`) on one JSON-file database: the files hold no plaintext, a wrong key
 /// overwrites nothing, records written before and after a key rotation open, and two
 /// processes' edits of different fields of one record are merged.
-@Suite struct SealedRecordProcessTests {
+@Suite(.timeLimit(.minutes(5))) struct SealedRecordProcessTests {
     static let zone = ZoneID.private("Note", user: "ann")
 
     /// Every stored `Note`, by id: its key id and its open fields (opened with `cipher`).

@@ -6,7 +6,7 @@ import Testing
 /// Private mirrors with a cipher (`MirrorConfiguration.cipher`), in one process, on every
 /// database: what is stored, who may have a cipher, a wrong key, conflicts, migrations and
 /// unknown fields on sealed records. SealedRecordProcessTests runs them in real processes.
-@Suite struct SealedRecordTests {
+@Suite(.timeLimit(.minutes(5))) struct SealedRecordTests {
     struct Note: Recordable, Hashable {
         var id: String
         var title: String

@@ -7,7 +7,7 @@ import Testing
 /// may tick every few milliseconds (Linux before 6.13 stamps every write of one tick
 /// alike), so a write over existing bytes, which keeps the size, can hide behind
 /// equal stamps: a file changed within that margin of the previous look counts as changed.
-@Suite struct DirectorySnapshotTests {
+@Suite(.timeLimit(.minutes(5))) struct DirectorySnapshotTests {
     typealias Snapshot = DirectoryWatcher.Core.DirectorySnapshot
 
     @Test func aFileChangedJustBeforeALookMayHideASecondChange() throws {
@@ -32,7 +32,7 @@ import Testing
 }
 
 /// Where a journal's data ends before a tail of spaces.
-@Suite struct JournalDataEndTests {
+@Suite(.timeLimit(.minutes(5))) struct JournalDataEndTests {
     private func dataEnd(_ text: String) -> Int {
         Array(text.utf8).withUnsafeBufferPointer { buffer in
             buffer.baseAddress.map { JSONFileFormat.dataEnd($0, count: buffer.count) } ?? 0
@@ -60,7 +60,7 @@ import Testing
 /// The identity and size the JSON-file database reads of its files: on Linux through a
 /// `statx` that does not read the times (see `JSONFileIO.Statx`), which must give what
 /// `stat` gives.
-@Suite struct FileInfoTests {
+@Suite(.timeLimit(.minutes(5))) struct FileInfoTests {
     @Test func infoAgreesWithStat() throws {
         #if canImport(Glibc)
         #expect(JSONFileIO.Statx.function != nil, "glibc has statx")

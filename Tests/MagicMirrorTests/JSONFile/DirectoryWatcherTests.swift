@@ -4,7 +4,7 @@ import Testing
 
 /// The directory watcher behind cross-process notifications, with the platform mechanism
 /// (inotify / kqueue) and with the `stat` poll fallback.
-@Suite struct DirectoryWatcherTests {
+@Suite(.timeLimit(.minutes(5))) struct DirectoryWatcherTests {
     static let methods: [DirectoryWatcher.Method] = [.native, .polling]
     /// Short, so polled tests are quick; the watcher itself defaults to 250 ms.
     static let pollInterval = Duration.milliseconds(20)

@@ -10,7 +10,7 @@ import Testing
 
 /// The test file system: it passes calls to the live one, counts them, and fails the calls
 /// it was told to fail, exactly as many times as told.
-@Suite struct FaultyFileSystemTests {
+@Suite(.timeLimit(.minutes(5))) struct FaultyFileSystemTests {
     @Test func callsPassThroughAndAreCounted() throws {
         try withOpenTemporaryDirectory { directory, root in
             let faulty = FaultyFileSystem()

@@ -8,7 +8,7 @@ import Testing
 /// every record reads back whole, the pages are given back after decoding, nothing is left
 /// in the directory, and a spill that cannot be written keeps the fields in memory.
 #if os(Linux)
-@Suite struct FieldsSpillTests {
+@Suite(.timeLimit(.minutes(5))) struct FieldsSpillTests {
     let zone = ZoneID.public("SampleRecord")
 
     /// A database in `directory` whose zone's snapshot is larger than

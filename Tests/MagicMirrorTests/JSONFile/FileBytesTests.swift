@@ -6,7 +6,7 @@ import Testing
 /// Bytes read from a file into memory of their own (`JSONFileIO.readBytes`): the same bytes
 /// as a read into an array, fewer where the file ends, and from a megabyte on in memory
 /// mapped for them alone (which freeing gives back without moving `malloc`'s threshold).
-@Suite struct FileBytesTests {
+@Suite(.timeLimit(.minutes(5))) struct FileBytesTests {
     @Test(arguments: [0, 1, 4_096, FileBytes.mappedFrom - 1, FileBytes.mappedFrom, 3 * FileBytes.mappedFrom + 5])
     func readsWhatAnArrayReadReads(size: Int) throws {
         let directory = try TemporaryDirectory("file-bytes")

@@ -10,7 +10,7 @@ import Testing
 
 /// The calls the live file system is made of, and the one written once on top of them:
 /// "open read-write, else read-only".
-@Suite struct FileSystemTests {
+@Suite(.timeLimit(.minutes(5))) struct FileSystemTests {
     @Test func liveCallsChangeTheDisk() throws {
         try withOpenTemporaryDirectory { directory, root in
             let fileSystem = FileSystem.live

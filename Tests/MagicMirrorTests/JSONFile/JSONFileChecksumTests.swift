@@ -6,7 +6,7 @@ import Testing
 /// Every journal append ends with a checksum of its bytes, so that an append written in
 /// place over reserved space and seen with a hole (a page read before the write reached it,
 /// or lost in a power cut) is never applied in part.
-@Suite struct JSONFileChecksumTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileChecksumTests {
     let zone = ZoneID.public("Checksums")
 
     // MARK: - The hash

@@ -10,7 +10,7 @@ import Testing
 
 /// Compaction: automatic when the journal outgrows the snapshot, safe for readers holding
 /// older tokens, and crash-safe at every step.
-@Suite struct JSONFileCompactionTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileCompactionTests {
     let zone = ZoneID.public("Todo")
 
     @Test func compactionWhileAReaderHoldsAnOlderToken() async throws {

@@ -6,7 +6,7 @@ import Testing
 /// whose journals reserve space that appends overwrite in place; a format-1 database, which
 /// processes of versions from before append checksums may share, opens as it is and its
 /// appends go at the end of the file; an upgrade is explicit, and other formats are refused.
-@Suite struct JSONFileDatabaseFormatTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileDatabaseFormatTests {
     let zone = ZoneID.public("Formats")
 
     private func databaseFile(_ directory: TemporaryDirectory) -> URL {

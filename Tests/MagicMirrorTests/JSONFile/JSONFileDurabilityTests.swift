@@ -10,7 +10,7 @@ import Testing
 
 /// Durable and relaxed commits, group commit, and failures injected through the file-system
 /// seam: a failed commit stores nothing visible and the next one succeeds.
-@Suite struct JSONFileDurabilityTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileDurabilityTests {
     let zone = ZoneID.public("Todo")
 
     @Test func durableCommitsAreFlushedAndRelaxedOnesAreNot() async throws {

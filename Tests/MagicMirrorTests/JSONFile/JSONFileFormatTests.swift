@@ -4,7 +4,7 @@ import Testing
 
 /// The on-disk format of `JSONFileDatabase` (see the `JSONFileFormat` article): every file
 /// is JSON that `jq` reads, and unknown versions are refused without touching anything.
-@Suite struct JSONFileFormatTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileFormatTests {
     let zone = ZoneID.public("Todo")
 
     @Test func everyFileIsJSONReadableLineByLine() async throws {

@@ -4,7 +4,7 @@ import Testing
 
 /// `JSONFileInspection` (what `mirror-db` reads) finds exactly what the engine's recovery on
 /// open then reports, loads the same records, and changes no byte.
-@Suite struct JSONFileInspectionTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileInspectionTests {
     let zone = ZoneID.public("Todo")
 
     @Test func inspectionAgreesWithRecoveryAndWritesNothing() async throws {

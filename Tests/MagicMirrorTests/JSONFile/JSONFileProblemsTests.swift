@@ -5,7 +5,7 @@ import Testing
 
 /// A JSON-file engine's problem log: each problem is kept and posted once per key, and
 /// the log keeps the latest problems only.
-@Suite struct JSONFileProblemsTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileProblemsTests {
     @Test func aProblemIsKeptAndPostedOncePerKey() async throws {
         let center = NotificationCenter()
         let problems = JSONFileProblems(center: center)

@@ -5,7 +5,7 @@ import Testing
 /// Real processes (`mirror-worker write`) sharing one database: concurrent writers lose
 /// nothing, a writer killed with SIGKILL loses no acknowledged commit, and subscribers hear
 /// other processes.
-@Suite struct JSONFileProcessTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileProcessTests {
     let zone = ZoneID.public("Todo")
 
     /// Reads a worker's output until it exits; returns the record ids it acknowledged.

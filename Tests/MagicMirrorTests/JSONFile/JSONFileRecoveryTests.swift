@@ -4,7 +4,7 @@ import Testing
 
 /// Recovery on open: torn tails and unfinished commits are cut back, undecodable entries
 /// are quarantined byte for byte, reported once and skipped; the database always opens.
-@Suite struct JSONFileRecoveryTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileRecoveryTests {
     let zone = ZoneID.public("Todo")
 
     /// Writes `commits` one-record commits (`r0`, `r1`, …) and returns the database and

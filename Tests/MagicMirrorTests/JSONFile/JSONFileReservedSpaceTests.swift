@@ -5,7 +5,7 @@ import Testing
 /// A journal reserves space past its data (spaces) so that commits overwrite reserved bytes
 /// instead of growing the file, and their flush writes data only: readers, recovery and
 /// other writers find where the data ends.
-@Suite struct JSONFileReservedSpaceTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileReservedSpaceTests {
     let zone = ZoneID.public("Reserved")
 
     private func sizeAndData(_ journal: URL) throws -> (size: Int, data: Data) {

@@ -4,7 +4,7 @@ import Testing
 
 /// Names never become paths outside the root, symbolic links are not followed, and the
 /// private scope is 0700 / 0600.
-@Suite struct JSONFileSafetyTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileSafetyTests {
     static let badNames = [
         "", ".", "..", "../escape", "../../escape", "a/b", "/etc", "/tmp/escape", "nul\0byte",
         String(repeating: "x", count: 256),

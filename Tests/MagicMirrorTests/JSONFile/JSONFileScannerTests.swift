@@ -3,7 +3,7 @@ import MagicMirror
 import Testing
 
 /// The scanner that validates fields and reads journal lines: strict JSON, one object.
-@Suite struct JSONFileScannerTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileScannerTests {
     static let valid: [String] = [
         "{}",
         " \n\t{ } \r\n",

@@ -6,7 +6,7 @@ import Testing
 /// Reading a snapshot a piece at a time (`JSONFileFormat.readSnapshot`): whatever the
 /// piece size, it gives what a read of the whole file gives, and a bad line, a read that
 /// fails or a file that changes while it is read are handled as a whole read handles them.
-@Suite struct JSONFileSnapshotReadingTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileSnapshotReadingTests {
     let zone = ZoneID.public("Todo")
     typealias Contents = JSONFileFormat.SnapshotContents
 

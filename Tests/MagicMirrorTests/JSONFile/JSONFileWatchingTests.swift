@@ -4,7 +4,7 @@ import Testing
 
 /// How a JSON-file database notices other writers' commits: its zone directories are watched
 /// (natively, or by polling when asked) exactly while they have subscribers.
-@Suite struct JSONFileWatchingTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileWatchingTests {
     let zone = ZoneID.public("Todo")
 
     @Test(arguments: [JSONFileDatabase.ChangeDetection.fileSystemEvents, .polling])

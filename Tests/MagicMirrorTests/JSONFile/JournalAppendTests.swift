@@ -5,7 +5,7 @@ import Testing
 
 /// `JSONFileFormat.JournalAppend`: a run of lines added at once (built in parallel parts
 /// when long) gives the bytes the same lines added one by one give.
-@Suite struct JournalAppendTests {
+@Suite(.timeLimit(.minutes(5))) struct JournalAppendTests {
     /// Records of every shape a line has: saves and deletes, ids and writers that need
     /// escapes, fields on one line (`fields`) and on several (`fieldsText`).
     private static func records(_ count: Int, first: Int = 0) -> [StoredRecord] {

@@ -7,7 +7,7 @@ import Testing
 /// damage included (bad lines, an append whose checksum does not match, a repeated
 /// commit, an append larger than a piece, an unfinished append and reserved space at the
 /// end).
-@Suite struct JournalPiecesTests {
+@Suite(.timeLimit(.minutes(5))) struct JournalPiecesTests {
     let zone = ZoneID.public("Item")
 
     /// The bytes of one sealed append of records `ids` as commit `sequence`; each record's

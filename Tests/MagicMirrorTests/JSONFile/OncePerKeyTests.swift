@@ -3,7 +3,7 @@ import Testing
 
 /// "Report once per key", written once: the first sight of a key is new, later ones are
 /// not, and the set forgets its oldest keys instead of growing without end.
-@Suite struct OncePerKeyTests {
+@Suite(.timeLimit(.minutes(5))) struct OncePerKeyTests {
     @Test func aKeyIsNewOnlyTheFirstTime() {
         var keys = OncePerKey<String>()
         let isNew = ["a", "a", "b", "a"].map { keys.insert($0) }

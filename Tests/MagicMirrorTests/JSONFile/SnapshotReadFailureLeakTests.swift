@@ -7,7 +7,7 @@ import Testing
 /// Review finding: a snapshot read that fails after the first records were read (EIO on a
 /// later piece) leaks the buffer the records' fields were being copied into (1 MiB, from
 /// `malloc`, owned by nothing once the parser is dropped).
-@Suite struct SnapshotReadFailureLeakTests {
+@Suite(.timeLimit(.minutes(5))) struct SnapshotReadFailureLeakTests {
     /// The process's virtual size (`VmSize`), in bytes: a leaked buffer stays mapped.
     static func allocated() -> Int {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),

@@ -17,7 +17,7 @@ private struct Picky: Encodable {
     }
 }
 
-@Suite struct BatchJSONCodingTests {
+@Suite(.timeLimit(.minutes(5))) struct BatchJSONCodingTests {
     private func stored(_ id: String, _ json: String?) -> StoredRecord {
         StoredRecord(id: id, version: 1, fields: json.map { Data($0.utf8) }, modified: .zero, writer: "w")
     }

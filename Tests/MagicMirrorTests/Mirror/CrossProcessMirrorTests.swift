@@ -5,7 +5,7 @@ import Testing
 /// Mirrors in several real processes (`mirror-worker mirror`) over one JSON-file database
 /// converge with no code from the user: the database watches its zone directories, and each
 /// process's mirrors pull what the others committed.
-@Suite struct CrossProcessMirrorTests {
+@Suite(.timeLimit(.minutes(5))) struct CrossProcessMirrorTests {
     typealias Todo = MirrorProcess.Todo
 
     /// The stored `Todo` records of a zone, sorted.

@@ -2,7 +2,7 @@ import Foundation
 import MagicMirror
 import Testing
 
-@Suite struct JSONFieldMergeTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFieldMergeTests {
     private func merge(_ base: String?, _ local: String, _ remote: String, localIsLater: Bool = false) -> String? {
         JSONFieldMerge.merge(
             base: base.map { Data($0.utf8) }, local: Data(local.utf8), remote: Data(remote.utf8),

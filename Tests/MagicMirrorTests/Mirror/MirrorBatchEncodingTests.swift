@@ -7,7 +7,7 @@ import Testing
 /// A mirror encodes each batch's values together (``BatchJSONCoding``): every record is
 /// stored with its own fields, whether the direct encoder wrote them or declined and
 /// `JSONEncoder` did, and a value that does not encode holds back only itself.
-@Suite struct MirrorBatchEncodingTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorBatchEncodingTests {
     struct Tagged: Recordable {
         var id: String
         var tags: [String: Int]

@@ -7,7 +7,7 @@ import Testing
 /// Alice and Bob each hold their commits; Alice edits first, Bob second (so Bob is the later
 /// writer); then their commits are released one after the other, in either order, so that
 /// the second one conflicts.
-@Suite struct MirrorConflictTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorConflictTests {
     struct Scenario: Sendable, CustomTestStringConvertible {
         let factory: DatabaseFactory
         let bobCommitsFirst: Bool

@@ -7,7 +7,7 @@ import Testing
 /// A change that can never be committed can be abandoned: a failure that guarantees nothing
 /// was stored says so, a never-stored record that is removed again leaves nothing to do, and
 /// `discardPendingChange(recordID:)` drops a held change and shows the stored value again.
-@Suite struct MirrorDiscardTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorDiscardTests {
     /// The adversary's case: an invalid id, removed again, made every later `flush()` throw.
     @Test func aRefusedRecordRemovedAgainIsForgotten() async throws {
         let database = try TemporaryDatabase(name: "discard")

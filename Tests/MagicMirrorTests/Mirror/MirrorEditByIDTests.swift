@@ -5,7 +5,7 @@ import Testing
 
 /// Editing by id while other writers change the array: an index found before a remote
 /// delete names another record afterwards; an id always names the same one.
-@Suite struct MirrorEditByIDTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorEditByIDTests {
     @Test func anEditByIDAfterARemoteDeleteEditsThatRecord() async throws {
         let database = InMemoryDatabase()
         let mirror = try await Mirror<Chore>(database: database)

@@ -4,7 +4,7 @@ import Testing
 /// One mutation of `dataModel` (one `inout` access) is committed as the difference between
 /// the records before it and after it, however many steps it takes, and even when it puts
 /// another array in the place of the mirror's.
-@Suite struct MirrorEditComparisonTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorEditComparisonTests {
     private static let seeded = (0..<5).map { Chore(id: "c\($0)", title: "chore \($0)") }
 
     @Test(arguments: DatabaseFactory.all)

@@ -11,7 +11,7 @@ private struct Measurement: Recordable {
 }
 
 /// Flush, retries, pending changes and error reporting.
-@Suite struct MirrorFailureTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorFailureTests {
     @Test(arguments: DatabaseFactory.all)
     func flushReturnsOnceChangesAreDurable(factory: DatabaseFactory) async throws {
         let opened = try await factory.make()

@@ -5,7 +5,7 @@ import Testing
 
 /// Ids are compared by their UTF-8 bytes: two spellings of "café" (one code point for `é`,
 /// or `e` and a combining accent), equal as Swift strings, are two records everywhere.
-@Suite struct MirrorIDBytesTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorIDBytesTests {
     let composed = "caf\u{e9}"
     let decomposed = "cafe\u{301}"
 

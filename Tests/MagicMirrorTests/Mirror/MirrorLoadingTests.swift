@@ -17,7 +17,7 @@ private struct ChoreWithTextRank: Recordable {
     var rank: String
 }
 
-@Suite struct MirrorLoadingTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorLoadingTests {
     @Test(arguments: DatabaseFactory.all)
     func initLoadsEveryStoredRecord(factory: DatabaseFactory) async throws {
         let opened = try await factory.make()

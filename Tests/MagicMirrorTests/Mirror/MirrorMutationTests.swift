@@ -3,7 +3,7 @@ import MagicMirror
 import Testing
 
 /// Each way of mutating `dataModel` becomes the right saves and deletes.
-@Suite struct MirrorMutationTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorMutationTests {
     /// Checks that the database holds exactly what the mirror shows.
     private func expectStored(
         _ mirror: Mirror<Chore>, in database: any RecordDatabase,

@@ -6,7 +6,7 @@ import Testing
 
 /// How remote notifications reach mirrors: through the `NotificationConverter`, as hints, one
 /// subscription and one local notification per change however many mirrors there are.
-@Suite struct MirrorNotificationTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorNotificationTests {
     let zone = ZoneID.public("Chore")
 
     /// Saves a chore, as another writer would.

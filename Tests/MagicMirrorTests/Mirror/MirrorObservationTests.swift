@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 /// The Observation framework, the closure API, and the mirror's lifetime.
-@Suite struct MirrorObservationTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorObservationTests {
     /// Tracks `dataModel` once and returns a collector that gets a value when it changes.
     private func track(_ mirror: Mirror<Chore>) -> AsyncCollector<Bool> {
         let fired = AsyncCollector<Bool>()

@@ -6,7 +6,7 @@ import Testing
 
 /// The contract of `Mirror.observe(_:)`: the current records at once, then coalesced
 /// snapshots, and no call when the records did not change.
-@Suite struct MirrorObserveContractTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorObserveContractTests {
     @Test func theFirstCallIsMadeBeforeObserveReturns() async throws {
         let database = InMemoryDatabase()
         let milk = SampleRecord(title: "Milk")

@@ -7,7 +7,7 @@ import Testing
 /// delete, an edit of a record shared read-only) is dropped: the mirror shows the record as
 /// stored again, reports the refusal once, and `flush()` throws it; the batch's other changes
 /// are committed.
-@Suite struct MirrorRefusalTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorRefusalTests {
     @Test func aRefusedDeleteBringsTheRecordBack() async throws {
         let database = ScriptedDatabase(InMemoryDatabase())
         let mirror = try await Mirror<Chore>(database: database)

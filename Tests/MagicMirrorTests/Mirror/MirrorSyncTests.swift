@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// Several mirrors in one process, remote changes, and the change stream.
-@Suite struct MirrorSyncTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorSyncTests {
     @Test(arguments: DatabaseFactory.all)
     func mirrorsOfOneZoneSeeEachOthersChangesExactlyOnce(factory: DatabaseFactory) async throws {
         let opened = try await factory.make()

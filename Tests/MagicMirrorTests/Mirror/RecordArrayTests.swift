@@ -4,7 +4,7 @@ import Testing
 
 /// `RecordArray` behaves like `Array`, keeps its id index right, and logs what each
 /// mutation touched.
-@Suite struct RecordArrayTests {
+@Suite(.timeLimit(.minutes(5))) struct RecordArrayTests {
     private static func chores(_ count: Int) -> [Chore] {
         (0..<count).map { Chore(id: "c\($0)", title: "\($0)") }
     }

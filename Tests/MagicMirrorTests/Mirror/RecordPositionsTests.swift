@@ -3,7 +3,7 @@ import Testing
 
 /// `RecordPositions`, the id index of a mirror's array, on its own: lookups stay right while
 /// positions go stale, duplicates fall back to scans, and the log names each touched id once.
-@Suite struct RecordPositionsTests {
+@Suite(.timeLimit(.minutes(5))) struct RecordPositionsTests {
     private func chores(_ ids: [String]) -> [Chore] { ids.map { Chore(id: $0, title: $0) } }
 
     @Test func anInsertionInTheMiddleIsRepairedOnLookUp() {

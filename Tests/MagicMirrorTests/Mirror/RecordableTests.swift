@@ -18,7 +18,7 @@ private struct Renamed: Recordable {
     var recordID: String { "task-\(id)" }
 }
 
-@Suite struct RecordableTests {
+@Suite(.timeLimit(.minutes(5))) struct RecordableTests {
     @Test func recordTypeDefaultsToTheTypeName() {
         #expect(UUIDTodo.recordType == "UUIDTodo")
         #expect(StringNote.recordType == "StringNote")

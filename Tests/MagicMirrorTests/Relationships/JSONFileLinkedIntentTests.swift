@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// The intent file of a linked commit, written as ``DirectJSONEncoder`` writes its zone lines.
-@Suite struct JSONFileLinkedIntentTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileLinkedIntentTests {
     @Test func anIntentReadsBackAsItWasWritten() throws {
         let books = ZoneID.public("Book")
         let chapters = ZoneID.public("Chapter")

@@ -4,7 +4,7 @@ import Testing
 
 /// Reading the targets of a stored reference field, which a cascade does for every record of
 /// the referring zone.
-@Suite struct ReferenceFieldsTests {
+@Suite(.timeLimit(.minutes(5))) struct ReferenceFieldsTests {
     private func targets(_ json: String, field: String = "parent", type: String = "Parent") -> [String] {
         ReferenceFields.targets(in: Data(json.utf8), field: field, targetType: type)
     }

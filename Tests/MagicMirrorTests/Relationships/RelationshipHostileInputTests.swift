@@ -7,7 +7,7 @@ import Testing
 /// What other programs may write: references to record types that do not exist, ids that
 /// are not names, rules and intent files changed behind MagicMirror's back. Each gets a clear
 /// error and loses nothing else.
-@Suite struct RelationshipHostileInputTests {
+@Suite(.timeLimit(.minutes(5))) struct RelationshipHostileInputTests {
     let directory: TemporaryDirectory
 
     init() throws { directory = try TemporaryDirectory("relationship-hostile") }

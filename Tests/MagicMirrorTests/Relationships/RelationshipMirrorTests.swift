@@ -7,7 +7,7 @@ import Testing
 /// Delete rules through `Mirror`, on every database that enforces them: cascade (also
 /// recursively), nullify of to-one and to-many fields, deny (the deleting mirror shows the
 /// record again and reports the refusal once), resolving references, dangling references.
-@Suite struct RelationshipMirrorTests {
+@Suite(.timeLimit(.minutes(5))) struct RelationshipMirrorTests {
     static let databases: [DatabaseFactory] = [.inMemory, .jsonFile]
 
     typealias Library = LinkLibrary

@@ -4,7 +4,7 @@ import Testing
 
 /// The planner both databases use: which records the rules delete or change, and when they
 /// refuse a commit.
-@Suite struct RelationshipPlanTests {
+@Suite(.timeLimit(.minutes(5))) struct RelationshipPlanTests {
     static let rules = [
         StoredDeleteRule(referringType: "Book", field: "author", cardinality: .one, targetType: "Author", action: .cascade),
         StoredDeleteRule(referringType: "Book", field: "editor", cardinality: .optional, targetType: "Author", action: .nullify),

@@ -7,7 +7,7 @@ import Testing
 /// relationships`): a process that never opened the referring types enforces their rules; a
 /// denied delete is refused there and the record stays everywhere; a concurrent editor of a
 /// referring record; SIGKILL at every step of a cascade, all or nothing after reopening.
-@Suite struct RelationshipProcessTests {
+@Suite(.timeLimit(.minutes(5))) struct RelationshipProcessTests {
     let directory: TemporaryDirectory
 
     init() throws { directory = try TemporaryDirectory("relationship-processes") }

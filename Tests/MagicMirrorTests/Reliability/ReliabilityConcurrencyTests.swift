@@ -17,7 +17,7 @@ import Testing
 /// Each process waits for the others through its standard input (`go`, then `report` once
 /// every process is done), then waits — on its mirror's changes, however long the news takes
 /// to arrive — until its array holds what the database holds, and writes it to a file.
-@Suite struct ReliabilityConcurrencyTests {
+@Suite(.timeLimit(.minutes(10))) struct ReliabilityConcurrencyTests {
     let zone = ZoneID.public("EditRecord")
     static let names = ["A", "B", "C", "D"]
 

@@ -10,7 +10,7 @@ import Testing
 ///
 /// The database-level cases are in `JSONFileRecoveryTests` (torn tail, unfinished commit,
 /// corrupt line, damaged end line, many bad lines, bad snapshot record, missing snapshot).
-@Suite struct ReliabilityCorruptionTests {
+@Suite(.timeLimit(.minutes(10))) struct ReliabilityCorruptionTests {
     let zone = ZoneID.public("Chore")
 
     /// A database holding `count` chores, each committed alone (one journal line each) by

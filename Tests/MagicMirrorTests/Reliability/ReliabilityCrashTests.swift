@@ -11,7 +11,7 @@ import Testing
 ///
 /// 24 kills per run; 200 with `MAGICMIRROR_RELIABILITY_LONG=1`. The random choices come
 /// from a seed that the test prints; `MAGICMIRROR_RELIABILITY_SEED=<seed>` repeats them.
-@Suite struct ReliabilityCrashTests {
+@Suite(.timeLimit(.minutes(10))) struct ReliabilityCrashTests {
     let zone = ZoneID.public("CrashRecord")
 
     /// Points at which every fourth writer kills itself (`--crash-at`): the `chmod` of the

@@ -16,7 +16,7 @@ import Testing
 ///
 /// The database-level cases are in `JSONFileDurabilityTests` (a failed append leaves nothing
 /// visible, a failed cut-back is finished by the next writer, a failure creating a zone).
-@Suite struct ReliabilityDiskErrorTests {
+@Suite(.timeLimit(.minutes(10))) struct ReliabilityDiskErrorTests {
     let zone = ZoneID.public("Chore")
 
     static let appendFailures: [(FileSystem.Operation, Int32, MirrorError.Kind)] = [

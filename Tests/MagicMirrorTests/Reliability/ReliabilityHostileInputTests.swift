@@ -17,7 +17,7 @@ private struct HostileRecord: Recordable {
 /// written outside the root, and each refusal is a clear `MirrorError`.
 ///
 /// The database-level name and link cases are also in `JSONFileSafetyTests`.
-@Suite struct ReliabilityHostileInputTests {
+@Suite(.timeLimit(.minutes(10))) struct ReliabilityHostileInputTests {
     /// The names of the issue: traversal, absolute paths, separators, empty, `.`, NUL, and
     /// 300 bytes.
     static let hostileNames = [

@@ -6,7 +6,7 @@ import Testing
 /// The private scope through `Mirror`: its directories are 0700 and its files 0600 after
 /// creation and after compaction, whatever the umask. (The database-level checks are in
 /// `JSONFileSafetyTests`.)
-@Suite struct ReliabilityPrivateScopeTests {
+@Suite(.timeLimit(.minutes(10))) struct ReliabilityPrivateScopeTests {
     /// The permission bits of every file and directory below `url`, by relative path.
     private func modes(below url: URL) throws -> [String: Int] {
         var modes: [String: Int] = [:]

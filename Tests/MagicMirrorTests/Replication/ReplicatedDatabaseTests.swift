@@ -8,7 +8,7 @@ import Testing
 /// stands for the network); "another process" is a second `ReplicatedDatabase` on the same
 /// replica directory with a JSON-file engine of its own. The real-process scenarios are in
 /// `ReplicatedProcessTests`.
-@Suite struct ReplicatedDatabaseTests {
+@Suite(.timeLimit(.minutes(5))) struct ReplicatedDatabaseTests {
     struct Note: Recordable, Hashable {
         var id: String
         var title: String
@@ -425,7 +425,7 @@ import Testing
 /// calls without a visible change. The contract allows that, but checks written for a
 /// database with no other writer (the token after a commit equals the token of the next
 /// `changes(since:)`) would then race with it.
-@Suite struct ReplicatedDatabaseConformanceTests {
+@Suite(.timeLimit(.minutes(5))) struct ReplicatedDatabaseConformanceTests {
     @Test(arguments: RecordDatabaseConformance.checks)
     func conforms(to check: ConformanceCheck) async throws {
         try await check.run {

@@ -13,7 +13,7 @@ import Testing
 /// server that every process and the test reach; it is "unreachable" while the file
 /// `DIR.offline` exists (the worker's `SwitchableRemote`). An `InMemoryDatabase` cannot be
 /// shared by processes, so this is the honest stand-in.
-@Suite struct ReplicatedProcessTests {
+@Suite(.timeLimit(.minutes(5))) struct ReplicatedProcessTests {
     typealias Todo = MirrorProcess.Todo
     let zone = ZoneID.public("Todo")
 

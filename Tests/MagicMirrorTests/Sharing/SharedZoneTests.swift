@@ -5,7 +5,7 @@ import Testing
 
 /// The shared zone as a `RecordDatabase` serves it, below `Mirror`: its tokens only grow,
 /// its change sets, and grants that are not valid (written behind the library's back).
-@Suite struct SharedZoneTests {
+@Suite(.timeLimit(.minutes(5))) struct SharedZoneTests {
     static let bobsZone = ZoneID.shared("Todo", user: "bob")
     static let alicesZone = ZoneID.private("Todo", user: "alice")
 

@@ -6,7 +6,7 @@ import Testing
 /// Sharing between real processes on one JSON-file database (`mirror-worker mirror`, one
 /// process per user): alice shares, bob reads and edits in his shared mirror, alice revokes
 /// while bob's mirror is open, and carol, given nothing, sees nothing throughout.
-@Suite struct SharingProcessTests {
+@Suite(.timeLimit(.minutes(5))) struct SharingProcessTests {
     typealias Todo = MirrorProcess.Todo
 
     static func owner(_ name: String, _ directory: TemporaryDirectory) async throws -> MirrorProcess {

@@ -7,7 +7,7 @@ import Testing
 /// create a record, delete one — is refused (`MirrorError.Kind.refused`): the mirror drops
 /// the change, shows the stored record again, and reports the error once; the owner's
 /// records are untouched.
-@Suite struct SharingRefusalTests {
+@Suite(.timeLimit(.minutes(5))) struct SharingRefusalTests {
     typealias Todo = SharingTests.Todo
 
     /// Alice's `id`, shared with bob with `access`, and bob's shared mirror showing it.

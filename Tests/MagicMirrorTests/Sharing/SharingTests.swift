@@ -7,7 +7,7 @@ import Testing
 /// database: a share, a recipient's edit, a revocation while the recipient's mirror is
 /// open, a third user who sees nothing, and every refusal. SharingProcessTests runs the
 /// same story in real processes.
-@Suite struct SharingTests {
+@Suite(.timeLimit(.minutes(5))) struct SharingTests {
     struct Todo: Recordable, Hashable {
         var id: String
         var title: String

@@ -62,7 +62,7 @@ private struct Keeper: Decodable {
     }
 }
 
-@Suite struct DirectJSONDecoderTests {
+@Suite(.timeLimit(.minutes(5))) struct DirectJSONDecoderTests {
     private let encoder = StoredFieldsFormat.makeEncoder()
 
     private func sample(_ index: Int) -> Everything {

@@ -154,7 +154,7 @@ private struct CatchesErrors: Encodable {
     }
 }
 
-@Suite(.enabled(if: DirectJSONEncoder.standsInOnThisPlatform))
+@Suite(.timeLimit(.minutes(5)), .enabled(if: DirectJSONEncoder.standsInOnThisPlatform))
 struct DirectJSONEncoderTests {
     let encoder = StoredFieldsFormat.makeEncoder()
 

@@ -2,7 +2,7 @@ import Foundation
 @testable import MagicMirror
 import Testing
 
-@Suite struct HybridLogicalClockTests {
+@Suite(.timeLimit(.minutes(5))) struct HybridLogicalClockTests {
     @Test func observingManyReadingsMovesPastTheLatest() {
         let clock = HybridLogicalClock(wallClock: { 0 })
         clock.observe(latestOf: [

@@ -4,7 +4,7 @@ import Testing
 /// `IDMap`, the dense id table under the zone state and the mirror's tables: it must behave
 /// as the dictionary it replaces, through growth, removals that move entries and in-place
 /// changes.
-@Suite struct IDMapTests {
+@Suite(.timeLimit(.minutes(5))) struct IDMapTests {
     /// Ids that share prefixes and lengths, so that hash bits and probe runs collide in a
     /// small table.
     private static func id(_ number: Int) -> String { "record-\(number % 7)-\(number)" }

@@ -2,7 +2,7 @@ import Foundation
 import MagicMirror
 import Testing
 
-@Suite struct JSONByteWriterTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONByteWriterTests {
     private let text = "a/b \"q\" \\ \u{8}\u{c}\n\r\t\u{1}\u{1f} é😀"
 
     @Test func journalStringsKeepSlashesAndWriteOtherControlsAsUnicodeEscapes() {

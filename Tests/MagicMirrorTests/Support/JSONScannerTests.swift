@@ -5,7 +5,7 @@ import Testing
 
 /// `JSONScanner.scanString`, which reads plain content eight bytes at a time: every byte that
 /// ends or escapes a string, or makes it invalid, must be seen wherever it lies in a word.
-@Suite struct JSONScannerTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONScannerTests {
     /// Scans `content` between quotes, followed by `tail`.
     private func scan(_ content: [UInt8], tail: [UInt8] = []) -> (start: Int, end: Int, escaped: Bool, position: Int)? {
         let bytes = [UInt8(ascii: "\"")] + content + [UInt8(ascii: "\"")] + tail

@@ -4,7 +4,7 @@ import Testing
 
 /// `NameRules.problem(with:)`: what makes a name that becomes a path or a record id invalid,
 /// each problem named, the first one found in a fixed order.
-@Suite struct NameRulesTests {
+@Suite(.timeLimit(.minutes(5))) struct NameRulesTests {
     @Test func eachProblemIsNamed() {
         #expect(NameRules.problem(with: "") == "is empty")
         #expect(NameRules.problem(with: String(repeating: "x", count: 256))?.hasPrefix("is 256 bytes long") == true)

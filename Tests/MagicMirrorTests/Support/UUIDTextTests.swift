@@ -3,7 +3,7 @@ import MagicMirror
 import MirrorTesting
 import Testing
 
-@Suite struct UUIDTextTests {
+@Suite(.timeLimit(.minutes(5))) struct UUIDTextTests {
     private func parse(_ text: String) -> UUID? {
         Array(text.utf8).withUnsafeBufferPointer { UUIDText.parse($0) }
     }

@@ -4,7 +4,7 @@ import Testing
 
 /// A `mirror-worker` exits when the process that started it goes, so that a test run that
 /// crashes fails instead of hanging on workers that hold its standard error open.
-@Suite struct WorkerLifetimeTests {
+@Suite(.timeLimit(.minutes(5))) struct WorkerLifetimeTests {
     /// Whether process `pid` is gone (or a zombie, waiting to be reaped by whoever adopted
     /// it).
     static func hasExited(_ pid: Int32) -> Bool {

@@ -2,7 +2,7 @@ import Testing
 
 @testable import MagicMirror
 
-@Suite struct ChangeDeliveryTests {
+@Suite(.timeLimit(.minutes(5))) struct ChangeDeliveryTests {
     private let change = MirrorChange<Chore>(
         kind: .inserted, recordID: "a", record: Chore(id: "a", title: "A"), origin: .remote, state: .committed)
 

@@ -7,7 +7,7 @@ import Testing
 /// when `oldestSequence()` is asked (a `flush()`), and only down to the first current item.
 /// A mirror that never flushes, or one with one change held at the top, keeps one item per
 /// change it ever made: memory that grows without bound.
-@Suite struct CommitQueueHeapGrowthTests {
+@Suite(.timeLimit(.minutes(5))) struct CommitQueueHeapGrowthTests {
     private func stored(_ id: String, version: Int) -> StoredRecord {
         StoredRecord(id: id, version: version, fields: Data("{}".utf8), modified: HLCTimestamp(millis: Int64(version)), writer: "w")
     }

@@ -3,7 +3,7 @@ import Testing
 
 @testable import MagicMirror
 
-@Suite struct CommitQueueTests {
+@Suite(.timeLimit(.minutes(5))) struct CommitQueueTests {
     private let now = ContinuousClock.now
 
     private func chore(_ id: String, _ title: String = "") -> Chore { Chore(id: id, title: title) }

@@ -2,7 +2,7 @@ import Testing
 
 @testable import MagicMirror
 
-@Suite struct FlushWaitersTests {
+@Suite(.timeLimit(.minutes(5))) struct FlushWaitersTests {
     @Test func aFlushEndsOnceEveryChangeUpToItsTargetIsCommitted() {
         var waiters = FlushWaiters<String>()
         waiters.add(1, target: 3, "early")

@@ -2,7 +2,7 @@ import Testing
 
 @testable import MagicMirror
 
-@Suite struct OldestSequencesTests {
+@Suite(.timeLimit(.minutes(5))) struct OldestSequencesTests {
     @Test func theOldestCurrentItemIsFoundAndGoneOnesAreDropped() {
         var sequences = OldestSequences()
         for (sequence, id) in [(5, "e"), (2, "b"), (9, "i"), (1, "a"), (7, "g"), (3, "c")] {

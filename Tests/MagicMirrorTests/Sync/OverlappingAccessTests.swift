@@ -6,7 +6,7 @@ import Testing
 /// Reading a mirror from inside a mutation of its `dataModel` (a `removeAll(where:)`
 /// predicate, say): its other state reads safely; its records stop the program with a
 /// message that says what happened.
-@Suite struct OverlappingAccessTests {
+@Suite(.timeLimit(.minutes(5))) struct OverlappingAccessTests {
     @Test func theMirrorsOtherStateReadsSafelyInsideAMutation() async throws {
         let mirror = try await Mirror<Chore>(database: InMemoryDatabase())
         mirror.dataModel.append(Chore(id: "a", title: "A"))

@@ -3,7 +3,7 @@ import Testing
 
 @testable import MagicMirror
 
-@Suite struct PullTrackerTests {
+@Suite(.timeLimit(.minutes(5))) struct PullTrackerTests {
     private let now = ContinuousClock.now
 
     private func token(_ sequence: Int, generation: Int = 0) -> ChangeToken {

@@ -6,7 +6,7 @@ import Testing
 /// before-images its log captured, each the record an id named before the edit. These cases
 /// are the ones easy to get wrong: an id touched twice, an id that moves, two records with one
 /// id, an array replaced as a whole.
-@Suite struct ShownRecordsBeforeImageTests {
+@Suite(.timeLimit(.minutes(5))) struct ShownRecordsBeforeImageTests {
     private static let a = Chore(id: "a", title: "A")
     private static let b = Chore(id: "b", title: "B")
     private static let c = Chore(id: "c", title: "C")

@@ -2,7 +2,7 @@ import Testing
 
 @testable import MagicMirror
 
-@Suite struct ShownRecordsTests {
+@Suite(.timeLimit(.minutes(5))) struct ShownRecordsTests {
     private let a = Chore(id: "a", title: "A")
     private let b = Chore(id: "b", title: "B")
     private let c = Chore(id: "c", title: "C")

@@ -5,7 +5,7 @@ import Testing
 
 /// `SyncEngine.load`: a whole zone becomes the shown records, in creation order whatever
 /// order the database lists them in, without tombstones or records that do not decode.
-@Suite struct SyncEngineLoadTests {
+@Suite(.timeLimit(.minutes(5))) struct SyncEngineLoadTests {
     private func loaded(_ order: [Int]) -> [String] {
         let chores = (0..<6).map { Chore(id: "c\($0)", title: "\($0)") }
         let stored = order.map { index in

@@ -5,7 +5,7 @@ import Testing
 
 @testable import MagicMirror
 
-@Suite struct ZoneSubscriptionsTests {
+@Suite(.timeLimit(.minutes(5))) struct ZoneSubscriptionsTests {
     private let zone = ZoneID.public("Chore")
 
     /// Each new token of a zone reaches each member of its shared subscription once, however

@@ -5,7 +5,7 @@ import Testing
 
 /// Private mirrors follow their ``UserSession``: a switch moves them to the new user's zone
 /// at once, and the old user's changes still go to the old user's zone.
-@Suite struct MirrorUserSwitchTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorUserSwitchTests {
     let alice = try! MirrorUser(name: "alice")
     let bob = try! MirrorUser(name: "bob")
 

@@ -10,7 +10,7 @@ import Synchronization
 import Testing
 
 /// ``MirrorUser``, ``UserSession`` and account verification.
-@Suite struct MirrorUserTests {
+@Suite(.timeLimit(.minutes(5))) struct MirrorUserTests {
     @Test func validNamesAreAccepted() throws {
         for name in ["alice", "Bob Smith", "ünïcødé", "user@example.com", String(repeating: "u", count: 255)] {
             #expect(try MirrorUser(name: name).name == name)

@@ -6,7 +6,7 @@ import Testing
 /// Opening a mirror over more records than one decoding part (decoded in parallel, straight
 /// from the stored bytes): records of an older schema version are migrated, fields the type
 /// does not know are kept on save, and a record that does not decode is reported alone.
-@Suite struct LargeOpenDecodingTests {
+@Suite(.timeLimit(.minutes(5))) struct LargeOpenDecodingTests {
     static let zone = ZoneID.public("Gadget")
 
     struct Gadget: Recordable {

@@ -6,7 +6,7 @@ import Testing
 /// Migrations written against stored JSON fields: each kind, several steps in a row,
 /// records from newer versions, records that still do not decode, and writing migrated
 /// records back.
-@Suite struct RecordMigrationTests {
+@Suite(.timeLimit(.minutes(5))) struct RecordMigrationTests {
     static let zone = ZoneID.public("Person")
 
     /// Stores raw fields as another version of the app would.

@@ -12,7 +12,7 @@ import Testing
 /// (`mirror-worker versions`) on one JSON-file database: editing the same records loses
 /// nothing, several newer processes migrate at once without conflicts, and a migration
 /// killed midway resumes.
-@Suite struct RecordVersionProcessTests {
+@Suite(.timeLimit(.minutes(5))) struct RecordVersionProcessTests {
     /// A `Task` as stored, whatever its version.
     struct StoredTask: Decodable, Equatable, CustomStringConvertible {
         var title: String

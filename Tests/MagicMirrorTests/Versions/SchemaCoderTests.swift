@@ -4,7 +4,7 @@ import Testing
 
 /// The parts behind versions: reading a record's schema version, completing saved fields
 /// with what the type does not know, and ``RecordFields``.
-@Suite struct SchemaCoderTests {
+@Suite(.timeLimit(.minutes(5))) struct SchemaCoderTests {
     struct Plain: Recordable {
         var id: String
         var title: String
@@ -121,7 +121,7 @@ import Testing
 }
 
 /// The quick check that a save loses no stored field.
-@Suite struct StoredKeysTests {
+@Suite(.timeLimit(.minutes(5))) struct StoredKeysTests {
     private func covered(_ stored: String, _ written: String) -> Bool {
         StoredKeys.areCovered(Data(stored.utf8), by: Data(written.utf8))
     }

@@ -6,7 +6,7 @@ import Testing
 /// Two versions of one record type share a zone: an older one that does not know a field
 /// and a newer one that does. Whatever the older one saves, and however a conflict is
 /// settled, the field the older one does not know stays stored.
-@Suite struct UnknownFieldsTests {
+@Suite(.timeLimit(.minutes(5))) struct UnknownFieldsTests {
     /// The first version of the type.
     struct TaskV1: Recordable {
         static var recordType: String { "Task" }

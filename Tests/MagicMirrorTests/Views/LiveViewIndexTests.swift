@@ -5,7 +5,7 @@ import Testing
 /// The ordered index behind live views (Views/OrderedIndex.swift): positions, access by
 /// position and prefixes stay those of a sorted array through inserts and removals that
 /// split and drop chunks.
-@Suite struct LiveViewIndexTests {
+@Suite(.timeLimit(.minutes(5))) struct LiveViewIndexTests {
     @Test func randomInsertsAndRemovalsMatchASortedArray() {
         var random = SplitMix64(seed: 3)
         var index = OrderedIndex<Int>(areInIncreasingOrder: <)

@@ -5,7 +5,7 @@ import Testing
 
 /// Moving records in a view sorted by a stored key (fractional indexing): the new order is
 /// stored, every mirror shows it, and concurrent moves converge.
-@Suite struct LiveViewMoveTests {
+@Suite(.timeLimit(.minutes(5))) struct LiveViewMoveTests {
     struct Card: Recordable {
         var id: String
         var position: Double

@@ -5,7 +5,7 @@ import Testing
 
 /// A live view in this process follows what other processes (`mirror-worker mirror`) do
 /// to the records: they enter, move within and leave it, and its changes say where.
-@Suite struct LiveViewProcessTests {
+@Suite(.timeLimit(.minutes(5))) struct LiveViewProcessTests {
     typealias Todo = MirrorProcess.Todo
 
     @Test func aViewFollowsAnotherProcessesEdits() async throws {

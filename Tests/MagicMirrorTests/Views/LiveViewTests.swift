@@ -8,7 +8,7 @@ import Testing
 
 /// Live views (Views/): filters, orders and limits that stay up to date with every local
 /// and remote change, their positions of change, writing through them and observing them.
-@Suite struct LiveViewTests {
+@Suite(.timeLimit(.minutes(5))) struct LiveViewTests {
     private func chores(_ count: Int) -> [Chore] {
         (0..<count).map { Chore(id: "c\($0)", title: "t\($0)", done: $0 % 2 == 1, rank: $0) }
     }

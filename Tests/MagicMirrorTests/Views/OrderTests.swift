@@ -6,7 +6,7 @@ import Testing
 /// One order everywhere: a mirror's `dataModel` is in creation order (the stored creation
 /// clock, then the id's bytes) on load, for remote appends and in every process; reorders
 /// made locally stay local.
-@Suite struct OrderTests {
+@Suite(.timeLimit(.minutes(5))) struct OrderTests {
     typealias Todo = MirrorProcess.Todo
 
     @Test func aReopenedMirrorIsInCreationOrderBeforeAndAfterCompaction() async throws {
