@@ -26,8 +26,12 @@ enum WatcherOverflowDeletedCommand {
         guard goneReported.wait(timeout: .now() + 60) == .success else {
             throw WorkerUsageError("the deleted directory was not reported after the overflow")
         }
-        // Let the reports of the overflow settle.
-        try await Task.sleep(for: .milliseconds(500))
+        // The event this waits for: the deleted directory's watch falling back to polling
+        // (reported first, then switched); then the reports so far are dropped.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while watcher.method(for: gone) != .polling, ContinuousClock.now < deadline {
+            _ = goneReported.wait(timeout: .now() + .milliseconds(20))
+        }
         while goneReported.wait(timeout: .now()) == .success {}
         let method = watcher.method(for: gone).map(\.description) ?? "none"
         try FileManager.default.createDirectory(atPath: gone, withIntermediateDirectories: true)

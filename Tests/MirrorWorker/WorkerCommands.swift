@@ -17,6 +17,7 @@ enum WorkerCommands {
         "mirror-editor": { try await MirrorEditorCommand.run($0) },
         "mirror-retry": { try await MirrorRetryCommand.run($0) },
         "mirror-writer": { try await MirrorWriterCommand.run($0) },
+        "read": { try await ReadCommand.run($0) },
         "open-close": { try await OpenCloseCommand.run($0) },
         "overlapping-read": { try await OverlappingReadCommand.run($0) },
         "relationships": { try await RelationshipCommand.run($0) },

@@ -42,7 +42,7 @@ extension SyncEngine {
         }
         for record in set.records {
             guard pull.accept(record, complete: set.isComplete) else { continue }
-            HybridLogicalClock.shared.observe(record.modified)
+            if !HybridLogicalClock.shared.observe(record.modified) { reportClockAhead(record) }
             let value = record.isDeleted ? nil : decoded[record.id]
             guard !queue.hasChange(for: record.id) else {
                 if record.isDeleted || value != nil { pull.holdBack(record, value: value) }

@@ -162,7 +162,7 @@ struct SyncEngine<Record: Recordable> {
                 }
             }
         }
-        HybridLogicalClock.shared.observe(newest)
+        observeClocks(newest: newest, of: set.records)
         pull.load(set)
         set.records = []
         decoded = DecodedRecords()
@@ -289,6 +289,30 @@ struct SyncEngine<Record: Recordable> {
                 recordIDs: [stored.id], recordType: zone.recordType, scope: zone.scope,
                 underlying: StoredRecordProblem.underlying(of: error)),
             entry: "\(zone)|\(Record.self)|\(stored.id)|\(stored.version)")
+    }
+
+    /// Moves the process's clock past `newest`, the latest clock of `records`; when that
+    /// one is too far ahead to adopt (see ``HybridLogicalClock``), past the latest of the
+    /// others, and reports each record whose clock is too far ahead.
+    mutating func observeClocks(newest: HLCTimestamp, of records: some Collection<StoredRecord>) {
+        let clock = HybridLogicalClock.shared
+        guard !clock.observe(newest) else { return }
+        clock.observe(latestOf: records.lazy.map(\.modified))
+        for record in records where clock.isTooFarAhead(record.modified) { reportClockAhead(record) }
+    }
+
+    /// Reports a stored record whose clock is too far ahead to adopt, once per version.
+    mutating func reportClockAhead(_ stored: StoredRecord) {
+        let minutes = HybridLogicalClock.maximumOffset / 60_000
+        report(
+            MirrorError(
+                .invalidRecord,
+                "stored record \(stored.id) (version \(stored.version)) carries the clock reading "
+                    + "\(stored.modified), more than \(minutes) minutes ahead of this machine's clock "
+                    + "(writer \(stored.writer.isEmpty ? "unknown" : stored.writer)); the record is shown, "
+                    + "but its clock is not adopted, so that this process's changes keep readings near the time",
+                recordIDs: [stored.id], recordType: zone.recordType, scope: zone.scope),
+            entry: "\(zone)|clock|\(stored.id)|\(stored.version)")
     }
 
     // MARK: Flush

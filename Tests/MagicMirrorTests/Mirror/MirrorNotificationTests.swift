@@ -185,51 +185,11 @@ import Testing
         try await waitUntil(mirror, "the converted payload") { $0 == [chore] }
         #expect(silent.subscribeCalls == 1)
     }
-
-    @Test func everyDatabaseNotificationGoesThroughTheProcessConverter() async throws {
-        let directory = try TemporaryDirectory("routing")
-        defer { directory.remove() }
-        let database = try JSONFileDatabase(directory: directory.url)
-        let recording = ForwardingConverter(identifier: database.identifier)
-        let previous = MirrorNotificationRouting.converter
-        MirrorNotificationRouting.converter = recording
-        defer { MirrorNotificationRouting.converter = previous }
-        let mirror = try await Mirror<Chore>(database: database)
-
-        let writer = try JSONFileDatabase(isolatedDirectory: directory.url)
-        let chore = Chore(id: "c1", title: "routed")
-        try await seed([chore], into: writer)
-        try await waitUntil(mirror, "the routed change") { $0 == [chore] }
-        #expect(recording.payloads.items.compactMap { RemoteNotification(userInfo: $0.value) }.map(\.recordIDs) == [["c1"]])
-    }
 }
 
 /// An app's converter that relies on the protocol's default: it posts on
 /// `NotificationCenter.default`.
 struct AppConverter: NotificationConverter {}
-
-/// A process converter that records the payloads of one database and forwards every
-/// payload to the standard converter (other tests run meanwhile and need theirs).
-final class ForwardingConverter: NotificationConverter, Sendable {
-    let identifier: String
-    let payloads = AsyncCollector<PayloadBox>()
-
-    init(identifier: String) { self.identifier = identifier }
-
-    func convertToLocal(from userInfo: [AnyHashable: Any]) -> Bool {
-        if RemoteNotification(userInfo: userInfo)?.databaseIdentifier == identifier {
-            payloads.append(PayloadBox(value: userInfo))
-        }
-        return MirrorNotificationConverter().convertToLocal(from: userInfo)
-    }
-}
-
-/// A payload held for a test.
-struct PayloadBox: @unchecked Sendable {
-    // @unchecked Sendable: the payloads are made of strings, numbers, arrays and
-    // dictionaries of them, and are only read.
-    let value: [AnyHashable: Any]
-}
 
 /// Records the `.mirrorRemoteChange` notifications posted for one database.
 final class RemoteChangeRecorder: Sendable {

@@ -47,23 +47,6 @@ import Testing
         #expect(counter.tokens.filter { $0 == latest }.count == 1, "\(counter.tokens)")
     }
 
-    /// The converter is the public face only: one that posts nothing does not keep other
-    /// writers' changes from the mirrors.
-    @Test func aConverterThatPostsNothingDoesNotStopSync() async throws {
-        let directory = try TemporaryDirectory("silent-converter")
-        defer { directory.remove() }
-        let database = try JSONFileDatabase(directory: directory.url)
-        let previous = MirrorNotificationRouting.converter
-        MirrorNotificationRouting.converter = SwallowingConverter(identifier: database.identifier)
-        defer { MirrorNotificationRouting.converter = previous }
-        let mirror = try await Mirror<Chore>(database: database)
-
-        let writer = try JSONFileDatabase(isolatedDirectory: directory.url)
-        let chore = Chore(id: "c1", title: "not posted")
-        try await seed([chore], into: writer)
-        try await waitUntil(mirror, "the change nobody posted") { $0 == [chore] }
-    }
-
     /// A token no newer than the highest delivered wakes nobody; a newer one wakes every
     /// member.
     @Test func repeatedTokensAreDropped() async throws {
@@ -93,16 +76,5 @@ final class TokenCounter: ZoneSubscriber {
 
     func zoneChanged(upTo token: ChangeToken) {
         received.withLock { $0.append(token) }
-    }
-}
-
-/// A process converter that posts nothing for one database (and forwards the others'
-/// payloads, which other tests running meanwhile need).
-struct SwallowingConverter: NotificationConverter, Sendable {
-    let identifier: String
-
-    func convertToLocal(from userInfo: [AnyHashable: Any]) -> Bool {
-        guard RemoteNotification(userInfo: userInfo)?.databaseIdentifier != identifier else { return false }
-        return MirrorNotificationConverter().convertToLocal(from: userInfo)
     }
 }

@@ -224,15 +224,24 @@ extension JSONFileFormat {
             return value
         }
 
-        /// Parses `<millis>-<counter>` from the bytes of a string.
+        /// Parses `<millis>-<counter>` from the bytes of a string: every reading an
+        /// ``HLCTimestamp`` holds, `Int64.min` and `Int64.max` (19 digits) included, as
+        /// writers may commit any of them.
         private static func clock(_ scanner: JSONScanner, _ start: Int, _ end: Int) -> HLCTimestamp? {
             var millis: Int64 = 0
             var counter: UInt64 = 0
             var index = start
+            let negative = index < end && scanner[index] == UInt8(ascii: "-")
+            if negative { index += 1 }
             var digits = 0
             while index < end, scanner[index] &- UInt8(ascii: "0") < 10 {
-                guard digits < 18 else { return nil }
-                millis = millis * 10 + Int64(scanner[index] - UInt8(ascii: "0"))
+                // Built on the side of its sign, so that Int64.min is read too.
+                let digit = Int64(scanner[index] - UInt8(ascii: "0"))
+                let (times, overflowA) = millis.multipliedReportingOverflow(by: 10)
+                let (sum, overflowB) = negative
+                    ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
+                guard !overflowA, !overflowB else { return nil }
+                millis = sum
                 index += 1
                 digits += 1
             }

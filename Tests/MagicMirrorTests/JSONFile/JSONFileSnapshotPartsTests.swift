@@ -7,7 +7,7 @@ import Testing
 /// `partsFrom`): whatever the bytes at the split, the line ends, a read that fails or a
 /// file that changes while it is read, it gives what a read in order (`partsFrom: .max`)
 /// gives.
-@Suite(.timeLimit(.minutes(10))) struct Review8SnapshotPartsTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONFileSnapshotPartsTests {
     typealias Contents = JSONFileFormat.SnapshotContents
     typealias Reading = JSONFileSnapshotReadingTests
 

@@ -7,7 +7,7 @@ import Testing
 /// stores what the same operations committed in small commits, in order, store (also read
 /// back from disk), a retry of it stores nothing more, and a conflict anywhere refuses it whole
 /// and stores nothing.
-@Suite(.timeLimit(.minutes(10))) struct Review8LargeCommitTests {
+@Suite(.timeLimit(.minutes(5))) struct ZoneStateLargeCommitTests {
     let zone = ZoneID.public("Chore")
     static let size = ZoneState.operationsCheckedInParallel + 300
     static let stored = 2_500

@@ -10,7 +10,7 @@ import Testing
 /// kind of mutation, slices, copies of the lent array, a mutation that throws, ids changed in
 /// place and records added under held ids. Each edit must report exactly the records whose
 /// value differs between the array before and after it, with their values before and after.
-@Suite(.timeLimit(.minutes(10))) struct Review8EditComparisonTests {
+@Suite(.timeLimit(.minutes(5))) struct ShownRecordsEditComparisonTests {
     struct Thrown: Error {}
 
     /// Few ids and titles, so that ids collide and values come back by chance.

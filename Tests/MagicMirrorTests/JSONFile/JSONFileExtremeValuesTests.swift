@@ -1,0 +1,48 @@
+import Foundation
+import MirrorTestSupport
+import Testing
+
+@testable import MagicMirror
+
+/// Whatever a writer may commit, every reader reads: the extreme values of the clocks, the
+/// longest id and a large record, committed by one process and read back by another, from
+/// the journal and again from a snapshot. (A clock of 19 digits was acknowledged but read
+/// by nobody: every reader took its line for an unfinished append, and the next commit cut
+/// it off as torn.)
+@Suite(.timeLimit(.minutes(5))) struct JSONFileExtremeValuesTests {
+    let zone = ZoneID.public("Todo")
+
+    @Test func everyValueAWriterMayCommitIsReadByAnotherProcess() async throws {
+        let directory = try TemporaryDirectory("extreme-values")
+        defer { directory.remove() }
+        let database = try JSONFileDatabase(directory: directory.url)
+        let clocks: [(id: String, clock: HLCTimestamp)] = [
+            ("latest", HLCTimestamp(millis: .max, counter: .max)),
+            ("earliest", HLCTimestamp(millis: .min, counter: 0)),
+            ("before-1970", HLCTimestamp(millis: -1, counter: .max)),
+            ("zero", .zero),
+        ]
+        for (id, clock) in clocks {
+            try await database.commit([.save(id, fields: fields(["n": 1]), baseVersion: 0, timestamp: clock)], to: zone)
+        }
+        let longestID = String(repeating: "i", count: 255)
+        let large = fields(["text": String(repeating: "x", count: 4_000_000)])
+        try await database.commit(
+            [.save(longestID, fields: large, baseVersion: 0, timestamp: HybridLogicalClock.shared.now())], to: zone)
+        // A commit after them: the lines before it must not be taken for a torn append.
+        try await database.commit([jsonSave("after", ["n": 2])], to: zone)
+
+        for source in ["journal", "snapshot"] {
+            if source == "snapshot" { try await database.compact(zone) }
+            let run = try await MirrorWorkerRun.run(["read", "--db", directory.path])
+            let lines = run.standardOutput.split(separator: "\n").map(String.init)
+            for (id, clock) in clocks {
+                #expect(lines.contains("\(id) 1 \(clock) \(clock) 7"), "\(source): \(id) in \(lines.map { $0.prefix(80) })")
+            }
+            #expect(lines.contains { $0.hasPrefix("\(longestID) 1 ") && $0.hasSuffix(" \(large.count)") }, "\(source)")
+            #expect(lines.contains { $0.hasPrefix("after 1 ") }, "\(source)")
+            #expect(lines.last == "problems 0", "\(source): \(run.standardError)")
+        }
+        #expect(database.problems.isEmpty, "\(database.problems)")
+    }
+}
