@@ -12,7 +12,8 @@ import PostgresNIO
 ///   rest: generation, sequences, notification key) and update only its last sequence (to
 ///   the number the same statement drew from `change_seq`, upwards) and its assets epoch
 ///   (one up). A record's sequence, likewise, is the number its statement drew, after its
-///   zone's. The owner of a table (and a superuser) is not held to these checks.
+///   zone's; an asset's content number is the one its upload drew. The owner of a table
+///   (and a superuser) is not held to these checks.
 /// - Shares: a role shares records of its own private zones only, with a role that exists
 ///   (`share_guard`, a trigger that reads `zones` as the role, replacing the function
 ///   `owns_private_zone`, which told any role who owns which zone).
@@ -167,6 +168,28 @@ enum ProtectionSchema {
         CREATE TRIGGER b_record_sequenced BEFORE INSERT OR UPDATE ON magicmirror.records
         FOR EACH ROW EXECUTE FUNCTION magicmirror.record_sequenced()
         """,
+        // An asset's content number: the one its upload drew (in the same session), so no
+        // role can take the numbers another role's upload will draw next.
+        PostgresQuery(unsafeSQL: """
+            CREATE FUNCTION magicmirror.asset_content_drawn() RETURNS trigger
+            LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+            BEGIN
+                IF \(exempt) THEN
+                    RETURN NEW;
+                END IF;
+                IF NEW.content <> currval('magicmirror.asset_content_seq') THEN
+                    RAISE EXCEPTION 'an asset''s content number is the one its upload drew' USING ERRCODE = '42501';
+                END IF;
+                RETURN NEW;
+            END
+            $fn$
+            """),
+    ] + ["assets", "asset_chunks"].map { table in
+        PostgresQuery(unsafeSQL: """
+            CREATE TRIGGER asset_content_drawn BEFORE INSERT ON magicmirror.\(table)
+            FOR EACH ROW EXECUTE FUNCTION magicmirror.asset_content_drawn()
+            """)
+    } + [
         // The zone checks the row: its scope and owner are its zone's, and the role may
         // read and write that zone.
         "DROP POLICY scope_owner ON magicmirror.records",

@@ -130,6 +130,42 @@ struct PostgreSQLProtectionTests {
         }
     }
 
+    @Test func aRoleCannotTakeTheContentNumbersOfAnotherRolesUpload() async throws {
+        try await withServer { name, opened, roles in
+            let asAlice = try await opened.open(TestServer.url(database: name, role: roles.alice))
+            let alicesZone = ZoneID.private("Photo", user: roles.alice)
+            _ = try await asAlice.storeAsset(Data("first".utf8), in: alicesZone)
+            try await TestServer.withClient(database: name, role: roles.bob) { client in
+                try await client.query(
+                    "INSERT INTO magicmirror.zones (scope, owner, record_type, generation) VALUES ('public', '', 'Photo', 0)",
+                    logger: TestServer.logger)
+                let drawn = try await TestServer.count("SELECT nextval('magicmirror.asset_content_seq')", with: client)
+                // The numbers alice's next uploads will draw.
+                for content in drawn + 1...drawn + 3 {
+                    for sql: PostgresQuery in [
+                        "INSERT INTO magicmirror.asset_chunks (content, n, scope, owner, data) VALUES (\(content), 0, 'public', '', '\\x00'::bytea)",
+                        """
+                        INSERT INTO magicmirror.assets (zone_id, scope, owner, digest, size, content)
+                        SELECT zone_id, 'public', '', repeat('0', 64), 1, \(content) FROM magicmirror.zones
+                        WHERE scope = 'public' AND record_type = 'Photo'
+                        """,
+                    ] {
+                        let answer = await Self.refusal(sql, with: client)
+                        #expect(answer == "42501", "\(sql.sql): \(answer ?? "accepted")")
+                    }
+                }
+                // Its own number is its own.
+                try await client.query(
+                    "INSERT INTO magicmirror.asset_chunks (content, n, scope, owner, data) VALUES (\(drawn), 0, 'public', '', '\\x00'::bytea)",
+                    logger: TestServer.logger)
+            }
+            let asset = try await asAlice.storeAsset(Data("second".utf8), in: alicesZone)
+            var read = Data()
+            for try await piece in asAlice.contents(of: asset, in: alicesZone, chunkSize: 4) { read.append(piece) }
+            #expect(read == Data("second".utf8))
+        }
+    }
+
     // MARK: - 2. Zone rows, and the columns that place a record, are not the clients'
 
     @Test func aRoleCannotMoveOrRewindAZoneNorHideAChange() async throws {
