@@ -7,19 +7,26 @@ import Synchronization
 /// The subscriptions of one ``PostgreSQLDatabase`` and the task that listens for them.
 ///
 /// State, all behind one mutex (never held while calling a handler or awaiting):
-/// - `entries`: per subscribed zone, its handlers, its row number once known, and
-///   `delivered`, the token up to which its handlers heard of every change;
+/// - `entries`: per subscribed zone, its handlers, its notification key once known,
+///   `delivered`, the token up to which its handlers heard of every change, `due` (a
+///   notification may concern it) and `quietUntil` (see below);
 /// - `known`: the latest token this instance read or wrote per zone, where a new
 ///   subscription starts (changes after it are delivered);
 /// - `task`: the listening task, started by the first subscription;
-/// - `outage`: whether the current loss of the connection was reported.
+/// - `outage`: whether the current loss of the connection was reported;
+/// - `quietInterval`, and the counts `received` and `pulls` (for tests and diagnostics).
 ///
 /// The listening task holds one pooled connection in `LISTEN magicmirror`. Each time it
 /// (re)connects it pulls every subscribed zone since `delivered`, so a change committed
-/// while it was away is delivered then; afterwards each `NOTIFY` of a subscribed zone
-/// triggers a pull. Pulls run one at a time, on that task. A commit made through this
-/// instance is delivered by ``deliverOwnCommit(_:in:after:token:)`` before `commit`
-/// returns, and skipped by pulls (it carries this writer's id).
+/// while it was away is delivered then. Afterwards a notification makes a zone due when its
+/// tag is the zone's and its sequence is past `delivered` (or when the zone's key is not
+/// known yet), and a second child task pulls the due zones, one at a time: notifications
+/// that arrive meanwhile only mark zones due again, so many cost one pull. A pull that
+/// finds nothing new makes its zone quiet for `quietInterval`: notifications without news
+/// (spoofed by any role that may `NOTIFY`, or duplicates) cost at most one pull per zone
+/// per interval, and a real change after them is pulled when the interval ends. A commit
+/// made through this instance is delivered by ``deliverOwnCommit(_:in:after:token:)``
+/// before `commit` returns; its notification's sequence is then not past `delivered`.
 final class Listening: Sendable {
     typealias Handler = @Sendable (RemoteNotification) -> Void
 
@@ -32,9 +39,11 @@ final class Listening: Sendable {
     }
 
     private struct Entry {
-        var zoneRow: Int?
+        var notifyKey: String?
         var delivered: ChangeToken
         var handlers: [Int: Handler] = [:]
+        var due = false
+        var quietUntil: ContinuousClock.Instant?
     }
 
     private struct State {
@@ -44,12 +53,18 @@ final class Listening: Sendable {
         var task: Task<Void, Never>?
         var stopped = false
         var outage = false
+        var quietInterval = Listening.quietInterval
+        var received = 0
+        var pulls = 0
     }
 
     /// The first wait before reconnecting, doubled after each failure up to ``maximumBackoff``.
     static let initialBackoff = Duration.milliseconds(50)
     /// The longest wait between two attempts to reconnect.
     static let maximumBackoff = Duration.seconds(2)
+    /// How long a zone whose last pull found nothing new is not pulled again for a
+    /// notification.
+    static let quietInterval = Duration.milliseconds(250)
 
     private let context: Context
     private let state = Mutex(State())
@@ -66,7 +81,7 @@ final class Listening: Sendable {
             let id = state.nextID
             state.nextID += 1
             if state.entries[zone] == nil {
-                state.entries[zone] = Entry(zoneRow: nil, delivered: state.known[zone] ?? .initial)
+                state.entries[zone] = Entry(notifyKey: nil, delivered: state.known[zone] ?? .initial)
             }
             state.entries[zone]?.handlers[id] = handler
             if state.task == nil {
@@ -80,6 +95,20 @@ final class Listening: Sendable {
                 state.entries[zone]?.handlers[id] = nil
                 if state.entries[zone]?.handlers.isEmpty == true { state.entries[zone] = nil }
             }
+        }
+    }
+
+    /// How many notifications the listening task received, and how many pulls it ran.
+    var counts: (received: Int, pulls: Int) {
+        state.withLock { ($0.received, $0.pulls) }
+    }
+
+    /// Sets how long a zone whose pull found nothing new is not pulled for a notification,
+    /// and ends the current quiet intervals.
+    func setQuietInterval(_ interval: Duration) {
+        state.withLock { state in
+            state.quietInterval = interval
+            for zone in state.entries.keys { state.entries[zone]?.quietUntil = nil }
         }
     }
 
@@ -138,9 +167,13 @@ final class Listening: Sendable {
                         backoff = Self.initialBackoff
                         // Heal: whatever was committed while not listening.
                         for zone in self.subscribedZones() { try await self.pull(zone) }
-                        for try await notification in notifications {
-                            guard let payload = NotificationPayload(notification.payload) else { continue }
-                            for zone in self.zonesToPull(for: payload) { try await self.pull(zone) }
+                        let (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            group.addTask { try await self.pullDueZones(wakeups, wake: wake) }
+                            for try await notification in notifications where self.received(notification.payload) {
+                                wake.yield()
+                            }
+                            group.cancelAll()
                         }
                     }
                 }
@@ -175,29 +208,94 @@ final class Listening: Sendable {
         state.withLock { Array($0.entries.keys) }
     }
 
-    /// The zones a notification may concern: those of its row, and those whose row is not
-    /// known yet (their first pull learns it).
-    private func zonesToPull(for payload: NotificationPayload) -> [ZoneID] {
+    /// Marks the zones a notification may concern as due: those whose key makes its tag and
+    /// whose handlers did not hear of its sequence yet, and those whose key is not known
+    /// yet (their first pull learns it). Returns whether it marked one.
+    private func received(_ text: String) -> Bool {
+        let keys = state.withLock { state in
+            state.received += 1
+            return state.entries.map { ($0.key, $0.value.notifyKey, $0.value.delivered.sequence) }
+        }
+        guard let payload = NotificationPayload(text) else { return false }
+        // Digests outside the lock.
+        let concerned = keys.compactMap { zone, key, delivered -> ZoneID? in
+            guard let key else { return zone }
+            return payload.sequence > delivered && payload.isOfZone(withKey: key) ? zone : nil
+        }
+        guard !concerned.isEmpty else { return false }
         state.withLock { state in
-            state.entries.compactMap { zone, entry in
-                guard let row = entry.zoneRow else { return zone }
-                guard row == payload.zone, payload.writer != context.writer else { return nil }
-                if payload.generation == entry.delivered.generation, payload.sequence <= entry.delivered.sequence {
-                    return nil
+            for zone in concerned { state.entries[zone]?.due = true }
+        }
+        return true
+    }
+
+    /// Pulls the due zones, one at a time, each time `wakeups` yields (a notification made
+    /// one due, or a quiet interval ended), until cancelled. A pull that fails is reported
+    /// and tried again after a backoff: the listening connection may still be up.
+    private func pullDueZones(_ wakeups: AsyncStream<Void>, wake: AsyncStream<Void>.Continuation) async throws {
+        var timer: (task: Task<Void, Never>, deadline: ContinuousClock.Instant)?
+        defer { timer?.task.cancel() }
+        var backoff = Self.initialBackoff
+        for await _ in wakeups {
+            let now = ContinuousClock.now
+            if let deadline = timer?.deadline, deadline <= now { timer = nil }
+            while let zone = nextDueZone(at: ContinuousClock.now) {
+                do {
+                    try await pull(zone, quietWhenEmpty: true)
+                    backoff = Self.initialBackoff
+                } catch {
+                    if Task.isCancelled { return }
+                    state.withLock { $0.entries[zone]?.due = true }
+                    report(error)
+                    try await Task.sleep(for: backoff)
+                    backoff = min(backoff * 2, Self.maximumBackoff)
                 }
-                return zone
+            }
+            // A quiet zone that is due: wake up when its interval ends.
+            if let deadline = earliestQuietDue(), timer.map({ deadline < $0.deadline }) ?? true {
+                timer?.task.cancel()
+                timer = (Task {
+                    try? await Task.sleep(until: deadline, clock: .continuous)
+                    if !Task.isCancelled { wake.yield() }
+                }, deadline)
             }
         }
     }
 
-    /// Reads a zone's changes since what its handlers heard and delivers them.
-    private func pull(_ zone: ZoneID) async throws {
-        guard let since = state.withLock({ $0.entries[zone]?.delivered }) else { return }
-        let (changes, row) = try await PostgreSQLReads.changes(
+    /// A due zone that is not quiet at `now`, no longer due: the next to pull.
+    private func nextDueZone(at now: ContinuousClock.Instant) -> ZoneID? {
+        state.withLock { state in
+            guard let zone = state.entries.first(where: { _, entry in
+                entry.due && (entry.quietUntil.map { $0 <= now } ?? true)
+            })?.key else { return nil }
+            state.entries[zone]?.due = false
+            return zone
+        }
+    }
+
+    /// When the first due zone's quiet interval ends.
+    private func earliestQuietDue() -> ContinuousClock.Instant? {
+        state.withLock { state in
+            state.entries.values.filter(\.due).compactMap(\.quietUntil).min()
+        }
+    }
+
+    /// Reads a zone's changes since what its handlers heard and delivers them; with
+    /// `quietWhenEmpty` (a pull for a notification), a pull that finds nothing new makes the
+    /// zone quiet.
+    private func pull(_ zone: ZoneID, quietWhenEmpty: Bool = false) async throws {
+        guard let since = state.withLock({ state in
+            state.pulls += 1
+            return state.entries[zone]?.delivered
+        }) else { return }
+        let (changes, notifyKey) = try await PostgreSQLReads.changes(
             in: zone, since: since, client: context.client, logger: context.logger)
         let handlers = state.withLock { state -> [Handler] in
             guard var entry = state.entries[zone] else { return [] }
-            entry.zoneRow = row ?? entry.zoneRow
+            entry.notifyKey = notifyKey ?? entry.notifyKey
+            // Nothing new: notifications of this zone wait for the quiet interval.
+            entry.quietUntil = quietWhenEmpty && changes.token == since && changes.records.isEmpty
+                ? ContinuousClock.now + state.quietInterval : nil
             if changes.isComplete || entry.delivered.generation != changes.token.generation
                 || entry.delivered < changes.token {
                 entry.delivered = changes.token

@@ -24,8 +24,8 @@ extension PostgreSQLDatabase {
                     SELECT current_user::text,
                            has_table_privilege('magicmirror.records', 'SELECT'),
                            has_table_privilege('magicmirror.records', 'INSERT')
-                             AND has_table_privilege('magicmirror.records', 'UPDATE')
-                             AND has_table_privilege('magicmirror.zones', 'INSERT')
+                             AND has_column_privilege('magicmirror.records', 'fields', 'UPDATE')
+                             AND has_column_privilege('magicmirror.zones', 'record_type', 'INSERT')
                     """, logger: logger)
                 for try await row in rows.decode((String, Bool, Bool).self) { return row }
                 throw MirrorError(.unavailable, "the server answered no row")

@@ -15,7 +15,8 @@ extension PostgreSQLDatabase {
     ///   - recipient: The role to share them with.
     ///   - access: What the recipient may do with them.
     /// - Throws: ``MirrorError/Kind/notFound`` for a record that is not stored (or a zone of
-    ///   another role), ``MirrorError/Kind/refused`` for the owner as recipient or an id
+    ///   another role) and for a recipient that is no role of the server (the server
+    ///   refuses a share with a role that does not exist), ``MirrorError/Kind/refused`` for the owner as recipient or an id
     ///   another owner shares with the recipient, ``MirrorError/Kind/unsupported`` for a
     ///   zone that is not private; nothing is shared then.
     public func share(

@@ -52,6 +52,10 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     /// The version of the `magicmirror` schema this package reads and writes.
     public static let schemaVersion = PostgreSQLSchema.currentVersion
 
+    /// The `search_path` of every session this package opens: built-in objects only (and
+    /// the session's own temporary ones, last); every table is named with its schema.
+    static let searchPath = "pg_catalog, pg_temp"
+
     /// The identifier stored in the database (`magicmirror.meta`), the same for every
     /// process.
     public let identifier: String
@@ -102,7 +106,17 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     /// - Throws: ``MirrorError/Kind/unavailable`` when the server cannot be reached;
     ///   ``MirrorError/Kind/unsupportedFormat`` for a schema newer than this package;
     ///   ``MirrorError/Kind/permissionDenied`` when the role may not create a missing schema.
+    ///
+    /// > Important: The sessions' `search_path` is set to `pg_catalog, pg_temp` whatever
+    /// > `configuration` says, so that no function another role created is run in a
+    /// > built-in's place.
     public init(configuration: PostgresClient.Configuration) async throws {
+        var configuration = configuration
+        // Every statement of this package, and the migrations' function bodies and policies,
+        // find built-in functions and operators first and nothing from `public`, where other
+        // roles may have defined look-alikes (see "Running on PostgreSQL").
+        configuration.options.additionalStartupParameters.removeAll { $0.0 == "search_path" }
+        configuration.options.additionalStartupParameters.append(("search_path", Self.searchPath))
         var logger = Logger(label: "MagicMirrorPostgreSQL", factory: { _ in SwiftLogNoOpLogHandler() })
         logger.logLevel = .critical
         self.logger = logger

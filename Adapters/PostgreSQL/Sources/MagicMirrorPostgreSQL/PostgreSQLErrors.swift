@@ -21,6 +21,7 @@ enum PostgreSQLErrors {
                 detail = "the server answered \(state): \(message)"
                 kind = switch state {
                 case "42501": .permissionDenied // insufficient privilege, row-level security
+                case "42704": .notFound // undefined object: a share's recipient that is no role
                 case "25006": .readOnly // read-only transaction (a standby)
                 case "53100": .diskFull
                 // Fields that refer to an asset but are not JSON (or not UTF-8): the server

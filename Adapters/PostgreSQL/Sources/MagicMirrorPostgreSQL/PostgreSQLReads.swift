@@ -7,12 +7,12 @@ import PostgresNIO
 enum PostgreSQLReads {
     /// The changes of `zone` since `token` (every live record when `token` is `nil`, or of
     /// another generation, or from the future), read in one statement so that the records
-    /// and the token agree; and the zone's row number, when it exists.
+    /// and the token agree; and the zone's notification key, when it exists.
     ///
     /// - Throws: A ``MirrorError``.
     static func changes(
         in zone: ZoneID, since token: ChangeToken?, client: PostgresClient, logger: Logger
-    ) async throws -> (ChangeSet, zoneRow: Int?) {
+    ) async throws -> (ChangeSet, notifyKey: String?) {
         try zone.validate()
         let key = ZoneKey(zone)
         do {
@@ -27,7 +27,7 @@ enum PostgreSQLReads {
                         let complete = token == nil || token != .initial
                         return (ChangeSet(records: [], token: .initial, isComplete: complete), nil)
                     }
-                    return (ChangeSet(records: records, token: row.token, isComplete: isComplete), row.zoneID)
+                    return (ChangeSet(records: records, token: row.token, isComplete: isComplete), row.notifyKey)
                 }
             }
         } catch {

@@ -12,7 +12,7 @@ import PostgresNIO
 /// The article "Running on PostgreSQL" documents each table.
 enum PostgreSQLSchema {
     /// The version this code writes and reads.
-    static let currentVersion = 5
+    static let currentVersion = 6
 
     /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
     /// version 1 from nothing. A later version appends a step; none is ever edited.
@@ -174,6 +174,9 @@ enum PostgreSQLSchema {
         ] + privateLikeRecords("delete_rules") + [
             "GRANT SELECT, INSERT, UPDATE, DELETE ON magicmirror.delete_rules TO PUBLIC",
         ],
+        // Version 6: what a role connecting directly may write, decided by the server (see
+        // ProtectionSchema.swift).
+        ProtectionSchema.migration,
     ]
 
     /// Row-level security on `magicmirror.<table>` as on `records`: a role sees and writes

@@ -25,7 +25,7 @@ enum SharedRows {
             """
             SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch,
                    r.id, r.version, r.fields, r.modified_millis, r.modified_counter, r.writer,
-                   r.created_millis, r.created_counter, s.owner, s.access
+                   r.created_millis, r.created_counter, s.owner, s.access, z.notify_key
             FROM magicmirror.zones z
             LEFT JOIN magicmirror.shares s ON s.recipient = z.owner AND s.record_type = z.record_type
             LEFT JOIN magicmirror.records r ON r.zone_id = s.zone_id AND r.id = s.id AND r.owner = s.owner
@@ -37,11 +37,13 @@ enum SharedRows {
         var row: ZoneRow?
         var shared: [Shared] = []
         for try await (zoneID, generation, base, last, epoch, id, version, fields, millis, counter, writer,
-                       createdMillis, createdCounter, owner, access) in rows.decode(
-            (Int, Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?, String?, String?).self
+                       createdMillis, createdCounter, owner, access, notifyKey) in rows.decode(
+            (Int, Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?, String?, String?, String).self
         ) {
             if row == nil {
-                row = ZoneRow(zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last, assetsEpoch: epoch)
+                row = ZoneRow(
+                    zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last, assetsEpoch: epoch,
+                    notifyKey: notifyKey)
             }
             guard let id, let version, let millis, let counter, let writer, let createdMillis, let createdCounter,
                   let owner, let access
@@ -59,14 +61,14 @@ enum SharedRows {
     /// the complete shared set otherwise (a shared zone keeps no history of its own).
     static func changes(
         in zone: ZoneID, since token: ChangeToken?, on connection: PostgresConnection, logger: Logger
-    ) async throws -> (ChangeSet, zoneRow: Int?) {
+    ) async throws -> (ChangeSet, notifyKey: String?) {
         guard let (row, shared) = try await read(zone, on: connection, logger: logger) else {
             return (ChangeSet(records: [], token: .initial, isComplete: token != .initial), nil)
         }
         if let token, token == row.token {
-            return (ChangeSet(records: [], token: token, isComplete: false), row.zoneID)
+            return (ChangeSet(records: [], token: token, isComplete: false), row.notifyKey)
         }
-        return (ChangeSet(records: shared.map(\.record), token: row.token, isComplete: true), row.zoneID)
+        return (ChangeSet(records: shared.map(\.record), token: row.token, isComplete: true), row.notifyKey)
     }
 
     /// Shares the live records `ids` of the role's private zone `zone` with `recipient`, in

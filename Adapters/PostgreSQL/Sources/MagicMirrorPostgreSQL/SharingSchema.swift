@@ -5,7 +5,8 @@ import PostgresNIO
 /// - `shares`: one row per record shared with a recipient (`PRIMARY KEY (recipient,
 ///   record_type, id)`: a recipient has one record per id), naming the record's zone, owner
 ///   and creation clock, and the access. Row-level security: an owner reads and writes its
-///   own shares, of zones it owns (`owns_private_zone`); a recipient reads those made to it.
+///   own shares, of zones it owns (`owns_private_zone`; version 6 replaced it with the
+///   trigger `share_guard`, see ProtectionSchema.swift); a recipient reads those made to it.
 /// - A recipient reads the records shared with it (and their zones' rows), updates those
 ///   shared read-write, and nothing else: policies on `records` and `zones`, and triggers
 ///   that let a recipient's update move only what a commit moves (the record's fields,

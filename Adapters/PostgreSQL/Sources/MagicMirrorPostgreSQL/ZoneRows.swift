@@ -32,6 +32,9 @@ struct ZoneRow: Sendable {
     /// How many times a collection removed assets of the zone: a commit that read the zone
     /// before one did plans again, so it cannot refer to an asset the collection removed.
     let assetsEpoch: Int
+    /// The zone's notification key, when read: the tag of its notifications is made of it
+    /// (see ``NotificationPayload``).
+    var notifyKey: String? = nil
 
     /// The zone's token: ``ChangeToken/initial`` until its first commit.
     var token: ChangeToken {
@@ -42,7 +45,7 @@ struct ZoneRow: Sendable {
     func moved(to sequence: Int) -> ZoneRow {
         ZoneRow(
             zoneID: zoneID, generation: generation, baseSequence: baseSequence, lastSequence: sequence,
-            assetsEpoch: assetsEpoch)
+            assetsEpoch: assetsEpoch, notifyKey: notifyKey)
     }
 
     /// Whether a reader with `token` can continue from it with the changes after it: the
@@ -125,7 +128,7 @@ enum RecordRows {
         let rows = try await connection.query(
             """
             SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns),
-                   \(unescaped: rules)
+                   \(unescaped: rules), z.notify_key
             FROM magicmirror.zones z
             LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id AND r.id = ANY(\(ids)::text[])
             WHERE z.scope = \(key.scope) AND z.owner = \(key.owner) AND z.record_type = \(key.recordType)
@@ -150,7 +153,8 @@ enum RecordRows {
         let sequence = token?.sequence ?? -1
         let rows = try await connection.query(
             """
-            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns), false
+            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns), false,
+                   z.notify_key
             FROM magicmirror.zones z
             LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id
                 AND CASE WHEN \(generation)::int8 = z.generation AND \(sequence)::int8 >= z.base_seq
@@ -214,7 +218,8 @@ enum RecordRows {
         let referring = records.filter { $0.fields?.range(of: assetMarker) != nil }
         let referringIDs = referring.map(\.id)
         let referringFields = referring.map { ByteBuffer(bytes: $0.fields ?? Data()) }
-        // The payload is NotificationPayload's text, made by the server once it drew the sequence.
+        // The payload is NotificationPayload's text, made by the server once it drew the
+        // sequence, of the zone's notification key.
         let rows = try await connection.query(
             """
             WITH refs AS (
@@ -228,13 +233,13 @@ enum RecordRows {
                 WHERE NOT EXISTS (SELECT 1 FROM invalid) AND NOT EXISTS (
                     SELECT 1 FROM magicmirror.assets a WHERE a.zone_id = \(row.zoneID) AND a.digest = v #>> '{}')),
             locked AS (
-                SELECT zone_id FROM magicmirror.zones
+                SELECT zone_id, notify_key FROM magicmirror.zones
                 WHERE zone_id = \(row.zoneID) AND generation = \(row.generation)
                   AND base_seq = \(row.baseSequence) AND last_seq = \(row.lastSequence)
                   AND assets_epoch = \(row.assetsEpoch)
                   AND NOT EXISTS (SELECT 1 FROM invalid) AND NOT EXISTS (SELECT 1 FROM missing)
                 FOR UPDATE),
-            drawn AS (SELECT nextval('magicmirror.change_seq') AS seq FROM locked),
+            drawn AS (SELECT nextval('magicmirror.change_seq') AS seq, notify_key FROM locked),
             written AS (
                 INSERT INTO magicmirror.records
                     (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq,
@@ -259,8 +264,7 @@ enum RecordRows {
                 WHERE h.zone_id = \(row.zoneID) AND h.writer = \(writer)
                   AND h.digest IN (SELECT v #>> '{}' FROM refs)),
             notified AS (
-                SELECT pg_notify(\(NotificationPayload.channel),
-                                 concat_ws(' ', \(row.zoneID)::int8, \(row.generation)::int8, drawn.seq, \(writer)::text))
+                SELECT pg_notify(\(NotificationPayload.channel), magicmirror.notification(drawn.notify_key, drawn.seq))
                 FROM drawn)
             SELECT (SELECT seq FROM drawn), (SELECT count(*) FROM notified),
                    (SELECT id FROM invalid LIMIT 1), (SELECT value FROM invalid LIMIT 1),
@@ -279,7 +283,8 @@ enum RecordRows {
     }
 
     /// Reads the rows of a zone-and-records query: the zone's columns on every row, a
-    /// record's (or `NULL`s) after them, then whether delete rules apply.
+    /// record's (or `NULL`s) after them, then whether delete rules apply and the zone's
+    /// notification key.
     private static func zoneAndRecords(
         _ rows: PostgresRowSequence
     ) async throws -> (ZoneRow, [StoredRecord], rulesApply: Bool)? {
@@ -287,13 +292,14 @@ enum RecordRows {
         var records: [StoredRecord] = []
         var rulesApply = false
         for try await (zoneID, generation, base, last, epoch, id, version, fields, millis, counter, writer,
-                       createdMillis, createdCounter, rules) in rows.decode(
-            (Int, Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?, Bool).self
+                       createdMillis, createdCounter, rules, notifyKey) in rows.decode(
+            (Int, Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?, Bool, String).self
         ) {
             rulesApply = rules
             if zone == nil {
                 zone = ZoneRow(
-                    zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last, assetsEpoch: epoch)
+                    zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last, assetsEpoch: epoch,
+                    notifyKey: notifyKey)
             }
             if let record = record((id, version, fields, millis, counter, writer, createdMillis, createdCounter)) {
                 records.append(record)

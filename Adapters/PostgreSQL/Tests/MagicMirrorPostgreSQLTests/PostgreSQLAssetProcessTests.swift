@@ -106,7 +106,7 @@ struct PostgreSQLAssetProcessTests {
                     "evil", fields: #"{"id":"evil","image":{"$asset":"../../../etc/passwd","size":1}}"#,
                     recordType: "Photo", with: client)
                 try await client.query(
-                    "SELECT pg_notify('magicmirror', zone_id || ' 0 0 outsider') FROM magicmirror.zones",
+                    "SELECT pg_notify('magicmirror', magicmirror.notification(notify_key, last_seq)) FROM magicmirror.zones",
                     logger: TestServer.logger)
                 try await client.query(
                     "UPDATE magicmirror.asset_chunks SET data = overlay(data PLACING '\\x00'::bytea FROM 10)",

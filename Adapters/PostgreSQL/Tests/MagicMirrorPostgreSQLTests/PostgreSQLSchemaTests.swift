@@ -2,6 +2,7 @@ import Foundation
 import Logging
 @testable import MagicMirrorPostgreSQL
 import MagicMirror
+import MirrorTesting
 import PostgresNIO
 import Testing
 
@@ -43,7 +44,7 @@ struct PostgreSQLSchemaTests {
                 return found
             }
             #expect(version == PostgreSQLDatabase.schemaVersion)
-            #expect(PostgreSQLDatabase.schemaVersion == 5)
+            #expect(PostgreSQLDatabase.schemaVersion == 6)
             let old = try #require(try await database.fetch(["old"], in: zone).first)
             let clock = HLCTimestamp(millis: 1000, counter: 7)
             #expect(old.created == clock)
@@ -53,6 +54,64 @@ struct PostgreSQLSchemaTests {
             // Opening it again finds it up to date.
             let again = try await opened.open(TestServer.url(database: name))
             #expect(try await again.fetch(["old"], in: zone).first?.created == clock)
+        }
+    }
+
+    /// A version-5 database (the version before the server placed rows by their zone), with
+    /// a row another role planted in a private zone as version 5 allowed: the migration
+    /// deletes the planted row, keeps the rest, gives every zone its own notification key,
+    /// and the database then works as a new one.
+    @Test func aVersionFiveDatabaseIsMigratedAndLosesOnlyWhatMagicMirrorDidNotWrite() async throws {
+        try await TestServer.withDatabase { name, opened in
+            try await TestServer.withRoles(["alice"]) { roles in
+                let alice = roles[0]
+                _ = try await TestServer.withAdmin(database: name) { client in
+                    try await client.withTransaction(logger: TestServer.logger) { connection in
+                        for step in PostgreSQLSchema.migrations[..<5] {
+                            for statement in step { try await connection.query(statement, logger: TestServer.logger) }
+                        }
+                        try await connection.query("UPDATE magicmirror.meta SET schema_version = 5", logger: TestServer.logger)
+                        try await connection.query(
+                            """
+                            INSERT INTO magicmirror.zones (zone_id, scope, owner, record_type, generation, last_seq)
+                            VALUES (1, 'private', \(alice), 'Item', 1, 2), (2, 'public', '', 'Item', 1, 3)
+                            """, logger: TestServer.logger)
+                        try await connection.query(
+                            """
+                            INSERT INTO magicmirror.records
+                                (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer,
+                                 seq, created_millis, created_counter)
+                            VALUES (1, 'private', \(alice), 'secret', 1, '\\x7b7d'::bytea, 1000, 0, 'v5', 1, 1000, 0),
+                                   (1, 'public', '', 'planted-by-bob', 1, '\\x7b7d'::bytea, 1000, 0, 'bob', 2, 1000, 0),
+                                   (2, 'public', '', 'p1', 1, '\\x7b7d'::bytea, 1000, 0, 'v5', 3, 1000, 0)
+                            """, logger: TestServer.logger)
+                        try await connection.query(
+                            "SELECT setval('magicmirror.change_seq', 3)", logger: TestServer.logger)
+                        try await connection.query(
+                            "SELECT setval('magicmirror.zones_zone_id_seq', 2)", logger: TestServer.logger)
+                    }
+                }
+                _ = try await opened.open(TestServer.url(database: name))
+                let (version, keys) = try await TestServer.withAdmin(database: name) { client in
+                    (try await TestServer.count("SELECT schema_version::int8 FROM magicmirror.meta", with: client),
+                     try await TestServer.count("SELECT count(DISTINCT notify_key)::int8 FROM magicmirror.zones", with: client))
+                }
+                #expect(version == 6)
+                #expect(keys == 2)
+                let asAlice = try await opened.open(TestServer.url(database: name, role: alice))
+                let alicesZone = ZoneID.private("Item", user: alice)
+                #expect(try await asAlice.fetchAll(in: alicesZone).records.map(\.id) == ["secret"])
+                #expect(try await asAlice.fetchAll(in: .public("Item")).records.map(\.id) == ["p1"])
+                // Commits and notifications work on the migrated zones.
+                let (stream, continuation) = AsyncStream.makeStream(of: RemoteNotification.self)
+                let subscription = try asAlice.subscribe(to: alicesZone) { continuation.yield($0) }
+                defer { subscription.cancel() }
+                let other = try await opened.open(TestServer.url(database: name, role: alice))
+                let edit = RecordOperation.save("secret", fields: Data(#"{"v":2}"#.utf8), baseVersion: 1, timestamp: .testNow())
+                #expect(try await other.commit([edit], to: alicesZone).isApplied)
+                try await stream.waitUntil(timeout: .seconds(30), "the edit") { $0.recordIDs.contains("secret") }
+                #expect(try await asAlice.fetch(["secret"], in: alicesZone).first?.version == 2)
+            }
         }
     }
 }
