@@ -27,6 +27,10 @@ import PostgresNIO
 ///   zone's, a share of a zone its owner does not own) were not written by MagicMirror:
 ///   the migration deletes them.
 enum ProtectionSchema {
+    /// The first key of the advisory lock that orders the commits of a zone (the second is
+    /// the zone's id): "MM" in ASCII, so that an application's own advisory locks on small
+    /// numbers never meet it.
+    static let commitLockClass = 0x4D4D
     /// The notification text of a change with sequence `seq` to the zone whose notification
     /// key is `key`, as ``NotificationPayload`` reads it.
     static let notificationFunction: PostgresQuery = """
@@ -140,24 +144,37 @@ enum ProtectionSchema {
         $fn$
         """,
         "REVOKE ALL ON FUNCTION magicmirror.place_in_zone() FROM PUBLIC",
+        // The sharing triggers run as the schema's owner: a role that could execute them
+        // would attach them to a table of its own (a temporary one) and run them with the
+        // owner's rights, dropping or touching other roles' shares. A trigger fires whatever
+        // the privileges of the role whose statement fired it.
+        "REVOKE ALL ON FUNCTION magicmirror.share_changed() FROM PUBLIC",
+        "REVOKE ALL ON FUNCTION magicmirror.shared_record_changed() FROM PUBLIC",
     ] + ["records", "assets", "asset_holds"].map { table in
         PostgresQuery(unsafeSQL: """
             CREATE TRIGGER a_place_in_zone BEFORE INSERT ON magicmirror.\(table)
             FOR EACH ROW EXECUTE FUNCTION magicmirror.place_in_zone()
             """)
     } + [
-        // A record's sequence: the number its statement drew, after its zone's last (as the
-        // statement found it: STABLE, the function reads with the statement's snapshot, not
-        // the zone's row the same statement moves).
+        // A record's sequence: the number its statement drew, not before its zone's last.
+        // The check runs under the zone's commit lock (a transaction-level advisory lock on
+        // the zone, taken here, held to the end of the transaction), with a fresh snapshot
+        // (VOLATILE): a role's own statements that drew a number and held their transaction
+        // open made later commits wait for them, instead of letting a later number be
+        // published first and hiding the earlier change from every reader past it. The
+        // adapter's commit moves the zone's last sequence to its own number in the same
+        // statement, so the check admits a last sequence equal to the row's (only the
+        // session that drew a number can have moved it there).
         PostgresQuery(unsafeSQL: """
             CREATE FUNCTION magicmirror.record_sequenced() RETURNS trigger
-            LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+            LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
             BEGIN
                 IF \(exempt) THEN
                     RETURN NEW;
                 END IF;
+                PERFORM pg_advisory_xact_lock(\(commitLockClass), (NEW.zone_id % 2147483647)::int4);
                 IF NEW.seq <> currval('magicmirror.change_seq') OR NOT EXISTS (
-                       SELECT 1 FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id AND z.last_seq < NEW.seq) THEN
+                       SELECT 1 FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id AND z.last_seq <= NEW.seq) THEN
                     RAISE EXCEPTION 'a record''s sequence is the number its commit drew' USING ERRCODE = '42501';
                 END IF;
                 RETURN NEW;

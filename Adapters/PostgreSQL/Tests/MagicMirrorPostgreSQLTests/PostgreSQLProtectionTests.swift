@@ -471,4 +471,92 @@ struct PostgreSQLProtectionTests {
             #expect(try await asAlice.shares(in: alicesZone).map(\.recipient.name) == [roles.bob])
         }
     }
+
+    // MARK: - Found by the attack on the hardened schema
+
+    /// The sharing triggers run with the schema owner's rights: no role may attach them to a
+    /// table of its own (they dropped another role's shares when it could).
+    @Test func aRoleCannotRunTheSharingTriggersOnATableOfItsOwn() async throws {
+        try await withServer { name, opened, roles in
+            let asAlice = try await opened.open(TestServer.url(database: name, role: roles.alice))
+            let alicesZone = ZoneID.private("Item", user: roles.alice)
+            try await asAlice.commit([Self.save("ro")], to: alicesZone)
+            try await asAlice.share(["ro"], in: alicesZone, with: try MirrorUser(name: roles.bob), access: .readOnly)
+            let zone = try await Self.zoneID("private", owner: roles.alice, type: "Item", database: name)
+            try await TestServer.withClient(database: name, role: roles.carol) { client in
+                try await client.withConnection { connection in
+                    try await connection.query(
+                        "CREATE TEMP TABLE t (zone_id bigint, id text, fields bytea)", logger: TestServer.logger)
+                    try await connection.query(
+                        "CREATE TEMP TABLE t2 (recipient text, record_type text)", logger: TestServer.logger)
+                    for (table, function) in [("t", "shared_record_changed"), ("t2", "share_changed")] {
+                        do {
+                            try await connection.query(
+                                PostgresQuery(unsafeSQL: """
+                                    CREATE TRIGGER x AFTER INSERT ON \(table) FOR EACH ROW
+                                    EXECUTE FUNCTION magicmirror.\(function)()
+                                    """), logger: TestServer.logger)
+                            Issue.record("carol attached \(function) to a table of hers")
+                        } catch let error as PSQLError {
+                            #expect(error.serverInfo?[.sqlState] == "42501", "\(function): \(error)")
+                        }
+                    }
+                    // Nothing to fire: alice's share stands.
+                    try await connection.query("INSERT INTO t VALUES (\(zone), 'ro', NULL)", logger: TestServer.logger)
+                }
+            }
+            #expect(try await asAlice.shares(in: alicesZone).map(\.recipient.name) == [roles.bob])
+        }
+    }
+
+    /// A role's own statements that drew a sequence number and hold their transaction open:
+    /// a commit through the adapter waits for them, so a reader never holds a token past a
+    /// change that is not yet visible (before, the later commit published its number first
+    /// and the held change, once committed, was hidden from every reader past it).
+    @Test func aChangeHeldOpenIsNeverHiddenBehindALaterCommit() async throws {
+        try await withServer { name, opened, roles in
+            let asAlice = try await opened.open(TestServer.url(database: name, role: roles.alice))
+            let asCarol = try await opened.open(TestServer.url(database: name, role: roles.carol))
+            let zoneID = ZoneID.public("Item")
+            try await asAlice.commit([Self.save("p1"), Self.save("p2")], to: zoneID)
+            let zone = try await Self.zoneID("public", owner: "", type: "Item", database: name)
+            try await TestServer.withClient(database: name, role: roles.bob) { client in
+                try await client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: TestServer.logger)
+                    try await connection.query(
+                        """
+                        UPDATE magicmirror.records SET fields = convert_to('{"v":9}', 'UTF8'), version = version + 1,
+                               seq = nextval('magicmirror.change_seq')
+                        WHERE zone_id = \(zone) AND id = 'p1'
+                        """, logger: TestServer.logger)
+                    let finished = Mutex(false)
+                    let later = Task {
+                        defer { finished.withLock { $0 = true } }
+                        return try await asAlice.commit([Self.save("p2", #"{"v":2}"#, base: 1)], to: zoneID)
+                    }
+                    // The event: alice's commit waits for a lock, or (before the fix) is done.
+                    try await TestServer.withAdmin(database: name) { admin in
+                        let deadline = ContinuousClock.now + .seconds(60)
+                        while ContinuousClock.now < deadline, !finished.withLock({ $0 }) {
+                            let waiting = try await TestServer.count(
+                                """
+                                SELECT count(*)::int8 FROM pg_stat_activity
+                                WHERE usename = \(roles.alice) AND wait_event_type = 'Lock'
+                                """, with: admin)
+                            if waiting > 0 { break }
+                            try await Task.sleep(for: .milliseconds(10))  // the poll's pace
+                        }
+                    }
+                    // What a reader holds at this moment, then the held change lands.
+                    let token = try await asCarol.currentToken(in: zoneID)
+                    try await connection.query("COMMIT", logger: TestServer.logger)
+                    _ = try await later.value
+                    let pulled = try await asCarol.changes(in: zoneID, since: token).records.map(\.id)
+                    let p1 = try #require(try await asCarol.fetch(["p1"], in: zoneID).first)
+                    #expect(p1.version == 2)
+                    #expect(pulled.contains("p1"), "p1's change hidden behind token \(token): pulled \(pulled)")
+                }
+            }
+        }
+    }
 }
