@@ -7,7 +7,7 @@ import Testing
 
 /// `AESGCMRecordCipher` alone (round trips, a known answer, tampering, wrong keys, rotation,
 /// refused keys) and behind a `Mirror` on a JSON-file database.
-@Suite struct AESGCMRecordCipherTests {
+@Suite(.timeLimit(.minutes(5))) struct AESGCMRecordCipherTests {
     static let keyBytes = Data((0..<32).map { UInt8($0) })
     static let otherKeyBytes = Data((0..<32).map { UInt8(255 - $0) })
     static let plaintext = Data(#"{"id":"n1","title":"Zanzibar"}"#.utf8)

@@ -18,7 +18,7 @@ struct Note: Recordable {
 }
 }
 
-@Suite struct EncryptingPrivateRecordsArticleTests {
+@Suite(.timeLimit(.minutes(5))) struct EncryptingPrivateRecordsArticleTests {
     typealias Note = EncryptingPrivateRecordsArticle.Note
 
     @Test func theArticlesExamplesRun() async throws {
