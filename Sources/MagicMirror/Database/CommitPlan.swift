@@ -85,7 +85,7 @@ public enum CommitPlan: Hashable, Sendable {
         }
         return .store(
             StoredRecord(
-                id: operation.recordID, version: version + 1, fields: fields,
+                id: operation.recordID, version: StoredRecord.version(after: version), fields: fields,
                 modified: operation.timestamp, writer: writer,
                 created: ZoneState.created(after: current, at: operation.timestamp)))
     }

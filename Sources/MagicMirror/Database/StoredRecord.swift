@@ -48,3 +48,14 @@ public struct StoredRecord: Hashable, Sendable {
     /// Whether this is a tombstone: the record was deleted.
     public var isDeleted: Bool { fields == nil }
 }
+
+extension StoredRecord {
+    /// The version a change to a record at `version` stores: one up, except at `Int.max`,
+    /// which stays (another program, or a role writing SQL, can store that version; one up
+    /// from it would trap). Such a record keeps taking changes, and a concurrent change to it
+    /// is no longer told apart by its version.
+    package static func version(after version: Int) -> Int {
+        version < .max ? version + 1 : version
+    }
+}
+

@@ -63,7 +63,7 @@ package struct LinkedChange: Hashable, Sendable, Codable {
                 newFields = rewritten
             }
             produced.append(StoredRecord(
-                id: current.id, version: current.version + 1, fields: newFields, modified: timestamp,
+                id: current.id, version: StoredRecord.version(after: current.version), fields: newFields, modified: timestamp,
                 writer: writer, created: current.created))
         }
         return produced

@@ -80,7 +80,7 @@ struct ReplicaEnvelope: Equatable, Sendable {
             let remoteIsLive = remote.map { !$0.isDeleted } ?? false
             next.local = remoteIsLive ? LocalChange(fields: nil, timestamp: operation.timestamp) : nil
         }
-        next.version = version + 1
+        next.version = StoredRecord.version(after: version)
         next.modified = operation.timestamp
         next.writer = writer
         return next
@@ -130,7 +130,7 @@ struct ReplicaEnvelope: Equatable, Sendable {
         }
         if next.local != nil {
             if next.viewFields != viewFields || (next.viewFields == nil) != (viewFields == nil) {
-                next.version = version + 1
+                next.version = StoredRecord.version(after: version)
                 next.modified = now
                 next.writer = writer
             }
@@ -146,7 +146,7 @@ struct ReplicaEnvelope: Equatable, Sendable {
         let before = previous.viewFields
         let after = viewFields
         guard before != after || (before == nil) != (after == nil) else { return }
-        version = previous.version + 1
+        version = StoredRecord.version(after: previous.version)
         if let remote {
             modified = remote.modified
             writer = remote.writer

@@ -45,4 +45,32 @@ import Testing
         }
         #expect(database.problems.isEmpty, "\(database.problems)")
     }
+
+    /// A record stored at the last version, by another program (or, on PostgreSQL, by a role
+    /// writing SQL): a change to it is stored, at that version, where one up from it trapped.
+    @Test func aRecordAtTheLastVersionStillTakesChanges() async throws {
+        let directory = try TemporaryDirectory("last-version")
+        defer { directory.remove() }
+        let database = try JSONFileDatabase(directory: directory.url)
+        try await database.commit([jsonSave("first", ["n": 1])], to: zone)
+        let journal = try JSONFileTestSupport.journal(in: database.directory(of: zone))
+        let handle = try FileHandle(forWritingTo: journal)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(
+            #"{"seq":2,"op":"save","id":"last","version":9223372036854775807,"clock":"1-0","writer":"w-other","end":true,"fields":{"n":2}}"#
+                .utf8 + [UInt8(ascii: "\n")]))
+        try handle.close()
+
+        let other = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let stored = try #require(try await other.fetch(["last"], in: zone).first)
+        #expect(stored.version == .max)
+        let outcome = try await other.commit(
+            [.save("last", fields: fields(["n": 3]), baseVersion: .max, timestamp: HybridLogicalClock.shared.now())],
+            to: zone)
+        #expect(outcome.isApplied)
+        let changed = try #require(try await other.fetch(["last"], in: zone).first)
+        #expect(changed.version == .max)
+        #expect(object(changed.fields)?["n"] as? Int == 3)
+    }
 }
+

@@ -108,7 +108,7 @@ extension JSONFileZone {
         for (id, record) in old.records where !record.isDeleted && new.records[id] == nil {
             // Deleted by a writer whose tombstone compaction dropped.
             changed.append(StoredRecord(
-                id: id, version: record.version + 1, fields: nil, modified: record.modified, writer: ""))
+                id: id, version: StoredRecord.version(after: record.version), fields: nil, modified: record.modified, writer: ""))
         }
         guard !changed.isEmpty else { return [] }
         return new.notifications(for: changed, databaseIdentifier: context.identifier, zone: zone, writer: nil)
