@@ -255,7 +255,14 @@ public final class LiveView<Record: Recordable>: Sendable {
             let isShown = newPosition.map { $0 < window } ?? false
             switch (wasShown, isShown) {
             case (true, true):
-                changes.append(oldPosition == newPosition ? .updated(at: newPosition!) : .moved(from: oldPosition!, to: newPosition!))
+                if oldPosition == newPosition {
+                    changes.append(.updated(at: newPosition!))
+                } else {
+                    // A record moves because its value changed: a move, then the new value
+                    // at its new place, so that rows moved as they are end up right.
+                    changes.append(.moved(from: oldPosition!, to: newPosition!))
+                    if old?.record != value { changes.append(.updated(at: newPosition!)) }
+                }
             case (true, false):
                 changes.append(.removed(at: oldPosition!))
                 // The next record moves up into the last place.
