@@ -58,6 +58,10 @@ public final class LiveView<Record: Recordable>: Sendable {
         var order: CreationOrder
     }
 
+    /// Whether the order reads the clock of each record's last change, which can move a
+    /// record whose value did not change.
+    private let sortsByModification: Bool
+
     private struct State: Sendable {
         var index: OrderedIndex<Entry>
         var members: IDMap<Entry> = [:]
@@ -77,9 +81,17 @@ public final class LiveView<Record: Recordable>: Sendable {
                 if areInIncreasingOrder(rhs.record, lhs.record) { return false }
                 return lhs.order < rhs.order
             }
+        } else if let newestFirst = order.byModification {
+            less = { lhs, rhs in
+                if lhs.order.modified != rhs.order.modified {
+                    return (lhs.order.modified < rhs.order.modified) != newestFirst
+                }
+                return lhs.order < rhs.order
+            }
         } else {
             less = { $0.order < $1.order }
         }
+        sortsByModification = order.byModification != nil
         state = Mutex(State(index: OrderedIndex(areInIncreasingOrder: less)))
     }
 
@@ -238,7 +250,10 @@ public final class LiveView<Record: Recordable>: Sendable {
         return state.withLock { state in
             let old = state.members[id]
             guard old != nil || included else { return false }
-            if let old, included, old.record == value, old.order.created == order.created { return false }
+            if let old, included, old.record == value, old.order.created == order.created,
+               !sortsByModification || old.order.modified == order.modified {
+                return false
+            }
             let window = limit ?? .max
             let countBefore = state.index.count
             let oldPosition = old.flatMap { state.index.remove($0) }
