@@ -6,7 +6,7 @@
 /// `scope: .shared`). Most code calls ``Mirror/share(_:with:access:)`` and
 /// ``Mirror/revokeShare(of:from:)`` rather than these methods; see <doc:SharingRecords>.
 ///
-/// ``JSONFileDatabase`` and MirrorTesting's `InMemoryDatabase` implement it (each process
+/// ``JSONFileDatabase`` and MirrorTesting's `InMemoryDatabase` and `TemporaryDatabase` implement it (each process
 /// enforces the shares: the library cooperates, file permissions decide what an
 /// operating-system account can read); the PostgreSQL adapter's database enforces it on the
 /// server, with row-level security.
