@@ -110,6 +110,8 @@ import Synchronization
 ///   `withObservationTracking` (or a SwiftUI view) tracks it.
 /// - ``observe(_:)``: a closure called with the current records at once, then with a
 ///   snapshot whenever they have changed (coalesced; never when nothing changed).
+/// - ``observeOnMainActor(_:)``: the same, every call on the main actor, for UI code (see
+///   <doc:ApplePlatforms>, which also says where every other callback runs).
 ///
 /// > Important: A mirror stops its work when it is deallocated: its subscription, its
 /// > observers and its background task end. While changes wait to be committed, its
