@@ -125,4 +125,46 @@ import Testing
                 "\(add.stderr)")
         #expect(!add.stderr.contains(".tmp-"), "\(add.stderr)")
     }
+
+    /// Appends `text` where the journal's data ends (over the spaces reserved at its end), as
+    /// a writer appends.
+    private func append(_ text: String, to path: String) throws {
+        var data = try Data(contentsOf: URL(fileURLWithPath: path))
+        while data.last == UInt8(ascii: " ") { data.removeLast() }
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64(data.count))
+        try handle.write(contentsOf: Data(text.utf8))
+    }
+
+    /// A debug build of a program says on standard error that it skipped records that do
+    /// not decode (issue #36, point 1): `list` shows the others and the line says why.
+    @Test func aRecordThatDoesNotDecodeIsNamedOnStandardError() async throws {
+        let folder = try await database()
+        defer { folder.remove() }
+        let id = UUID().uuidString
+        // A to-do written by another program, without the title every to-do has.
+        try append(
+            #"{"seq":2,"op":"save","id":"\#(id)","version":1,"clock":"1763703120123-0","writer":"w-hand","end":true,"fields":{"done":false,"id":"\#(id)"}}"# + "\n",
+            to: folder.path + "/public/Todo/journal-0.ndjson")
+        // On, even when the test run was started with it off (Scripts/test-all.sh).
+        let list = try await Todo.run(["--db", folder.path, "list"], environment: ["MAGICMIRROR_SKIPPED_RECORDS_LOG": "on"])
+        #expect(list.status == 0, "\(list.stderr)")
+        #expect(list.stdout.contains("Buy milk"), "\(list.stdout)")
+        #expect(list.stderr.contains(
+            "MagicMirror: 1 stored record of public/Todo does not decode as Todo and is skipped"), "\(list.stderr)")
+        #expect(list.stderr.contains(#"field "title" is missing"#), "\(list.stderr)")
+    }
+
+    @Test func theLineIsQuietWhenTheEnvironmentSaysOff() async throws {
+        let folder = try await database()
+        defer { folder.remove() }
+        let id = UUID().uuidString
+        try append(
+            #"{"seq":2,"op":"save","id":"\#(id)","version":1,"clock":"1763703120123-0","writer":"w-hand","end":true,"fields":{"done":false,"id":"\#(id)"}}"# + "\n",
+            to: folder.path + "/public/Todo/journal-0.ndjson")
+        let list = try await Todo.run(["--db", folder.path, "list"], environment: ["MAGICMIRROR_SKIPPED_RECORDS_LOG": "off"])
+        #expect(list.status == 0, "\(list.stderr)")
+        #expect(list.stderr.isEmpty, "\(list.stderr)")
+    }
 }

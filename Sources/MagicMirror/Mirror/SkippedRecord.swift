@@ -21,5 +21,6 @@ public struct SkippedRecord: Sendable, CustomStringConvertible {
         self.error = error
     }
 
+    /// The error's message: the record, the field and the schema versions.
     public var description: String { error.message }
 }
