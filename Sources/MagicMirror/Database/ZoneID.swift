@@ -1,7 +1,7 @@
 /// One record type in one scope (and, for the private scope, one user): the unit a
 /// ``RecordDatabase`` stores, versions and notifies about.
 ///
-/// Make one with ``public(_:)``, ``private(_:user:)`` or ``shared(_:user:)``:
+/// Make one with ``public(_:)``, ``private(_:user:)-(_,MirrorUser)`` or ``shared(_:user:)-(_,MirrorUser)``:
 ///
 /// ```swift
 /// let alice = try MirrorUser(name: "alice")

@@ -2,7 +2,7 @@
 ///
 /// The owner of a private record shares it with a named recipient, read-only or
 /// read-write; the recipient reads it, with every other record shared with them, in the
-/// zone ``ZoneID/shared(_:user:)`` of their ``Scope/shared`` scope (a `Mirror` opened with
+/// zone ``ZoneID/shared(_:user:)-(_,MirrorUser)`` of their ``Scope/shared`` scope (a `Mirror` opened with
 /// `scope: .shared`). Most code calls ``Mirror/share(_:with:access:)`` and
 /// ``Mirror/revokeShare(of:from:)`` rather than these methods; see <doc:SharingRecords>.
 ///
