@@ -3,7 +3,9 @@ import PackageDescription
 
 let package = Package(
     name: "MagicMirror",
-    platforms: [.macOS(.v15)],
+    // What the code needs: Synchronization's Mutex and Observation (macOS 15, iOS 18, tvOS 18,
+    // watchOS 11, visionOS 2); no Process or posix_spawn in the libraries, kqueue on Darwin.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "MagicMirror", targets: ["MagicMirror"]),
         .library(name: "MirrorTesting", targets: ["MirrorTesting"]),

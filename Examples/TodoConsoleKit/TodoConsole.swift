@@ -89,6 +89,11 @@ struct Command {
             print(Invocation.usage(program: program, storage: storage))
             return
         }
+        // Reading a list that was never written creates nothing: no directory, no file.
+        if invocation.command == .list, storage.holdsNoDatabase(invocation.location) {
+            printList([])
+            return
+        }
         let opened = try await storage.open(invocation.location)
         do {
             try await run(opened)

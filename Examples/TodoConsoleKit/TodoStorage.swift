@@ -58,6 +58,9 @@ public struct TodoStorage: Sendable {
     public var help: String
     /// Opens the database; the value given with ``option``, or `nil` when it was not given.
     public var open: @Sendable (_ value: String?) async throws -> Opened
+    /// Whether the place a value names holds no database yet, so that `list` prints an
+    /// empty list instead of opening (and so creating) one; `false` by default.
+    public var holdsNoDatabase: @Sendable (_ value: String?) -> Bool = { _ in false }
 
     /// Describes where a console keeps its list.
     ///
@@ -79,11 +82,27 @@ public struct TodoStorage: Sendable {
 
     /// A directory of JSON files on this machine: `--db DIR`, by default
     /// `$MAGICMIRROR_DIRECTORY` or the per-user data directory.
-    public static let jsonFiles = TodoStorage(
-        option: "--db", placeholder: "DIR",
-        help: "the database directory (default: $MAGICMIRROR_DIRECTORY, else\nthe per-user data directory)"
-    ) { path in
-        let directory = path.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? JSONFileDatabase.defaultDirectory
-        return Opened(database: try JSONFileDatabase(directory: directory), location: directory.path)
-    }
+    ///
+    /// A directory without `database.json`, `public/` or `private/` holds no database yet: `list` says the list is
+    /// empty and creates nothing there.
+    public static let jsonFiles: TodoStorage = {
+        @Sendable func directory(_ path: String?) -> URL {
+            path.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? JSONFileDatabase.defaultDirectory
+        }
+        var storage = TodoStorage(
+            option: "--db", placeholder: "DIR",
+            help: "the database directory (default: $MAGICMIRROR_DIRECTORY, else\nthe per-user data directory)"
+        ) { path in
+            Opened(database: try JSONFileDatabase(directory: directory(path)), location: directory(path).path)
+        }
+        storage.holdsNoDatabase = { path in
+            // A file where the directory should be is left to `open`, which says so.
+            var isDirectory: ObjCBool = false
+            let root = directory(path).path
+            guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory) else { return true }
+            return isDirectory.boolValue
+                && !["database.json", "public", "private"].contains { FileManager.default.fileExists(atPath: root + "/" + $0) }
+        }
+        return storage
+    }()
 }

@@ -26,6 +26,24 @@ import Foundation
 ///
 /// Kinds are static members over an internal code rather than a public enum, so new kinds
 /// can be added without breaking exhaustive `switch` statements in your code.
+///
+/// ## Where failures go, and which to use
+///
+/// A failure of something you await is thrown to you. A failure of the background work (a
+/// commit that failed, a pull, a stored record that does not decode) is reported once, in
+/// three places at the same time; pick the one that fits what you do with it:
+///
+/// | To… | Use | What it is |
+/// |---|---|---|
+/// | handle a failure of a call | `do`/`catch` around `try await` (``Mirror/flush()``, opening a ``Mirror``, ``RecordDatabase`` calls) | the failure of that call |
+/// | show a mirror's state in a UI | ``Mirror/lastError`` (with ``Mirror/pendingChanges`` and ``Mirror/skippedRecords``) | the most recent failure of that mirror; `Observable`, never cleared |
+/// | react to every failure of one mirror, in order | ``Mirror/errors()`` | an `AsyncStream` per call, from the call on |
+/// | log every failure of the process in one place | the `Notification` named `.mirrorError`, whose `object` is the error | every mirror's failures and those of work without a mirror (a ``JSONFileDatabase`` repairing a file, a ``ReplicatedDatabase`` exchanging), posted once per failure even when several mirrors find it |
+///
+/// A failure that stands for a bad stored entry (a record that does not decode, a corrupt
+/// line) is posted once per process but reaches the ``Mirror/errors()`` and
+/// ``Mirror/lastError`` of every mirror that finds it. In tests, MirrorTesting's
+/// `ErrorNotificationRecorder` collects the notifications.
 public struct MirrorError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, in one of a small set of categories.
     public struct Kind: Hashable, Sendable, CustomStringConvertible {

@@ -35,10 +35,28 @@ import Foundation
 ///
 /// Renaming, retyping, splitting, joining or dropping fields are migrations too (see
 /// ``RecordMigration`` and <doc:ChangingYourRecordTypes>). Stored fields the type does not
-/// know (written by a newer version of the app) are kept whenever a record is saved. A
-/// stored record that still does not decode is reported once
-/// (``MirrorError/Kind/decodingFailed``, naming the field and the schema versions) and left
-/// untouched in the database.
+/// know (written by a newer version of the app) are kept whenever a record is saved.
+///
+/// ## Records that do not decode
+///
+/// A stored record that still does not decode — a field added without a migration is the
+/// usual cause — is never dropped without a word. By default
+/// (``UndecodableRecordPolicy/skip``) the mirror opens without it and:
+///
+/// - lists it in ``Mirror/skippedRecords``, with the error that names the field and the
+///   schema versions, and the migration that would fix a missing field;
+/// - reports it once as ``MirrorError/Kind/decodingFailed`` (on ``Mirror/errors()``, as
+///   ``Mirror/lastError`` and as a `.mirrorError` notification);
+/// - in debug builds, writes one line about the records skipped to standard error.
+///
+/// It is left untouched in the database and loads once a migration makes it decode. Open
+/// with ``MirrorConfiguration/undecodableRecords`` set to ``UndecodableRecordPolicy/fail`` to
+/// make opening throw instead:
+///
+/// ```swift
+/// let notes = try await Mirror<Todo>(
+///     database: database, configuration: MirrorConfiguration(undecodableRecords: .fail))
+/// ```
 ///
 /// > Important: Changing ``recordType`` or the way ``recordID`` is formed points the type at
 /// > different stored records.

@@ -48,8 +48,11 @@ package final class FaultyFileSystem: Sendable {
     ///   - times: How many calls fail.
     ///   - afterBytes: For ``FileSystem/Operation/write`` only: how many bytes the failing
     ///     call still writes before it fails, to simulate a partial write.
-    package func failNext(_ operation: FileSystem.Operation, errno code: Int32, times: Int = 1, afterBytes: Int = 0) {
-        arm(Fault(operation: operation, code: code, skip: 0, remaining: times, afterBytes: afterBytes))
+    ///   - skipping: How many calls of `operation` succeed before the first that fails.
+    package func failNext(
+        _ operation: FileSystem.Operation, errno code: Int32, times: Int = 1, afterBytes: Int = 0, skipping: Int = 0
+    ) {
+        arm(Fault(operation: operation, code: code, skip: skipping, remaining: times, afterBytes: afterBytes))
     }
 
     /// Kills the process with `SIGKILL` at the `call`-th call of `operation` from now,

@@ -27,6 +27,10 @@ import Synchronization
 ///   as another process would and notify every subscription.
 /// - **Sharing** (``share(_:in:with:access:)``): records shared with other users, read
 ///   in their shared scope, as on the JSON-file database.
+/// - **Relationships and assets**: it enforces delete rules (a `RelationshipDatabase`) and
+///   stores assets in memory (an `AssetDatabase`, ``storeAsset(_:in:)``), so every feature
+///   of MagicMirror — assets, relationships, sharing, sealing, migrations, live views —
+///   works on it as on the JSON-file database.
 /// - **Inspection**: ``records(_:scope:user:)``, ``storedRecords(in:includingDeleted:)``,
 ///   ``storedRecord(_:in:)``, ``commitLog``, ``commitLogUpdates``, and the commits running
 ///   now: ``commitsInProgress`` and ``commitsInProgressUpdates``.
@@ -98,12 +102,14 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
             try await injectLatency(of: .commit, zone: zone)
             try injectFailure(of: .commit, zone: zone, recordIDs: operations.map(\.recordID))
             try ZoneState.validate(operations, zone: zone)
+            try store.checkAssetReferences(of: operations, in: zone)
         } catch {
             store.logFailure(error, zone: zone, writer: writerID, operations: operations, simulated: false)
             var failure = error
             failure.nothingStored = true
             throw failure
         }
+        defer { store.endAssetLeases(of: operations, in: zone) }
         if let outcome = try store.performLinked(
             operations, to: zone, writer: writerID, databaseIdentifier: identifier)
         {
@@ -205,6 +211,10 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
             /// The readers of ``InMemoryDatabase/commitsInProgressUpdates``.
             var progressReaders: [Int: AsyncStream<Int>.Continuation] = [:]
             var nextProgressReader = 0
+            /// The assets of each zone, by digest (see InMemoryDatabase+Assets.swift).
+            var assets: [ZoneID: [String: Data]] = [:]
+            /// The assets stored that no commit has referred to yet: kept by collections.
+            var leasedAssets: [ZoneID: Set<String>] = [:]
 
             /// Appends to the log and wakes its readers.
             mutating func log(
@@ -228,6 +238,8 @@ public final class InMemoryDatabase: RecordDatabase, Sendable {
 
         let contents = Mutex(Contents())
         let subscribers = SubscriberList()
+        /// The files ``InMemoryDatabase/fileURL(for:in:)`` writes, removed with the store.
+        let assetFiles = AssetFiles()
 
         /// Applies a commit that passed validation and the injected faults, logs it and
         /// delivers its notifications before returning.

@@ -7,7 +7,9 @@ import Synchronization
 /// ``InMemoryDatabase`` would not do.
 ///
 /// A `TemporaryDatabase` is itself a `RecordDatabase` that forwards every call to its
-/// ``database``, so hand it to the code under test as you would the JSON-file database:
+/// ``database`` — and an `AssetDatabase`, a `RelationshipDatabase` and a `SharingDatabase`,
+/// as the JSON-file database is — so hand it to the code under test as you would the
+/// JSON-file database:
 ///
 /// ```swift
 /// let database = try TemporaryDatabase()

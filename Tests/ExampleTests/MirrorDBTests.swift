@@ -111,7 +111,7 @@ import Testing
         let spacedZone = try #require(((spaced.json as? [String: Any])?["zones"] as? [[String: Any]])?.first)
         #expect(spacedZone["journalBytes"] as? Int == size)
         let text = try await db(["stats", folder.path])
-        #expect(text.stdout.contains("public/Todo: 1 records, 1 deleted"), "\(text.stdout)")
+        #expect(text.stdout.contains("public/Todo: 1 record, 1 deleted"), "\(text.stdout)")
     }
 
     @Test func verifyFindsWhatRecoveryWouldRepairAndChangesNothing() async throws {
@@ -119,7 +119,7 @@ import Testing
         defer { folder.remove() }
         let clean = try await db(["verify", folder.path])
         #expect(clean.status == 0, "\(clean.stdout)\(clean.stderr)")
-        #expect(clean.stdout == "ok: 1 zones, 1 records, no problems\n")
+        #expect(clean.stdout == "ok: 1 zone, 1 record, no problems\n")
 
         // A line that does not decode inside a complete append, then an unfinished write.
         let hand = #"{"seq":100,"op":"save","id":"hand","version":1,"clock":"1763703120123-0","writer":"w-hand","end":true,"fields":{"title":"By hand"}}"#
@@ -134,7 +134,7 @@ import Testing
         #expect(object["records"] as? Int == 2)
         let text = try await db(["verify", folder.path])
         #expect(text.status == 1)
-        #expect(text.stdout.hasSuffix("2 problems in 1 zones\n"), "\(text.stdout)")
+        #expect(text.stdout.hasSuffix("2 problems in 1 zone\n"), "\(text.stdout)")
         // Read-only: not a byte changed, nothing quarantined.
         #expect(try Data(contentsOf: URL(fileURLWithPath: journal(folder))) == before)
         let quarantine = try await db(["quarantine", folder.path])
@@ -197,7 +197,7 @@ import Testing
             URL(fileURLWithPath: "/usr/bin/script"), ["-qec", command, "/dev/null"])
         #expect(termination.status == 0, "\(output)")
         #expect(output.contains("verifying public/Todo (1/1)"), "\(output)")
-        #expect(output.contains("ok: 1 zones, 1 records, no problems"))
+        #expect(output.contains("ok: 1 zone, 1 record, no problems"))
     }
 
     /// The journal's size and the size of its data (without the spaces reserved at its end).

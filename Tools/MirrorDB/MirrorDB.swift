@@ -85,7 +85,7 @@ struct MirrorDB {
         if zones.isEmpty { print("no zones\(rest.first.map { " of type \($0)" } ?? "")") }
         for zone in zones {
             let records = zone.liveRecords
-            print("\(Output.name(zone.id)): \(records.count) record\(records.count == 1 ? "" : "s")")
+            print("\(Output.name(zone.id)): \(Output.count(records.count, "record"))")
             for (number, record) in records.enumerated() {
                 print("  \(number + 1). \(record.id)  version \(record.version)  created \(Output.date(record.created))"
                     + "  modified \(Output.date(record.modified)) by \(record.writer)")
@@ -109,7 +109,7 @@ struct MirrorDB {
         }
         for zone in zones {
             let base = zone.snapshotHeader.map { " since snapshot sequence \($0.sequence)" } ?? ""
-            print("\(Output.name(zone.id)), generation \(zone.generation): \(zone.history.count) commit\(zone.history.count == 1 ? "" : "s")\(base)")
+            print("\(Output.name(zone.id)), generation \(zone.generation): \(Output.count(zone.history.count, "commit"))\(base)")
             for commit in zone.history {
                 for record in commit.records {
                     let what = record.isDeleted
@@ -140,15 +140,15 @@ struct MirrorDB {
             return
         }
         let formatText = format.map { ", format \($0)\($0 < 2 ? " (mirror-db upgrade moves it to 2)" : "")" } ?? ""
-        print("database \(directory)\(formatText): \(zones.count) zone\(zones.count == 1 ? "" : "s")")
+        print("database \(directory)\(formatText): \(Output.count(zones.count, "zone"))")
         for zone in zones {
             let ratio = zone.snapshotBytes > 0
                 ? String(format: "%.1f× the snapshot", Double(zone.journalBytes) / Double(zone.snapshotBytes))
                 : "no snapshot yet"
-            print("  \(Output.name(zone.id)): \(zone.liveRecords.count) records, "
+            print("  \(Output.name(zone.id)): \(Output.count(zone.liveRecords.count, "record")), "
                 + "\(zone.records.count - zone.liveRecords.count) deleted; snapshot \(Output.bytes(zone.snapshotBytes)), "
-                + "journal \(Output.bytes(zone.journalBytes)) (\(zone.history.count) commits, \(ratio)); "
-                + "\(zone.quarantine.count) quarantine files")
+                + "journal \(Output.bytes(zone.journalBytes)) (\(Output.count(zone.history.count, "commit")), \(ratio)); "
+                + "\(Output.count(zone.quarantine.count, "quarantine file"))")
         }
     }
 
@@ -167,10 +167,10 @@ struct MirrorDB {
                 },
             ])
         } else if problems.isEmpty {
-            print("ok: \(zones.count) zones, \(records) records, no problems")
+            print("ok: \(Output.count(zones.count, "zone")), \(Output.count(records, "record")), no problems")
         } else {
             for problem in problems { print("\(problem.kind): \(problem)") }
-            print("\(problems.count) problem\(problems.count == 1 ? "" : "s") in \(zones.count) zones")
+            print("\(Output.count(problems.count, "problem")) in \(Output.count(zones.count, "zone"))")
         }
         return problems.isEmpty ? 0 : 1
     }

@@ -8,9 +8,13 @@ import MagicMirror
 
 /// How `mirror-db` writes zones, records, dates and bytes, as text and as JSON.
 enum Output {
-    /// `public/Todo` or `private/alice/Todo`, as in the database's directory.
-    static func name(_ zone: ZoneID) -> String {
-        zone.user.map { "private/\($0)/\(zone.recordType)" } ?? "public/\(zone.recordType)"
+    /// `public/Todo`, `private/alice/Todo` or `shared/bob/Todo`, as in the database's
+    /// directory.
+    static func name(_ zone: ZoneID) -> String { "\(zone)" }
+
+    /// `1 record`, `2 records`: a count and its noun, singular for one.
+    static func count(_ count: Int, _ noun: String) -> String {
+        "\(count) \(noun)\(count == 1 ? "" : "s")"
     }
 
     static func zoneObject(_ zone: ZoneID) -> [String: Any] {

@@ -4,8 +4,9 @@
 import Foundation
 import MagicMirror
 
+let synopsis = "usage: mirror-db [--json] COMMAND DIR [ARGUMENTS]"
 let usage = """
-    usage: mirror-db [--json] COMMAND DIR [ARGUMENTS]
+    \(synopsis)
 
     Looks inside the MagicMirror database in directory DIR (a JSONFileDatabase).
 
@@ -47,7 +48,9 @@ do {
     let tool = try MirrorDB(arguments: arguments, json: json)
     exit(try await tool.run())
 } catch let error as MirrorDB.UsageError {
-    FileHandle.standardError.write(Data("mirror-db: \(error.message)\n\n\(usage)".utf8))
+    // One line and the synopsis, not the whole help: the mistake stays on screen.
+    FileHandle.standardError.write(Data(
+        "mirror-db: \(error.message)\n\(synopsis) (mirror-db help lists the commands)\n".utf8))
     exit(2)
 } catch let error as MirrorError {
     FileHandle.standardError.write(Data("mirror-db: \(error.message)\n".utf8))

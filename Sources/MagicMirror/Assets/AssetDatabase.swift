@@ -2,11 +2,11 @@ import Foundation
 
 /// A ``RecordDatabase`` that also stores the files records carry (``Asset``s).
 ///
-/// ``JSONFileDatabase`` is one, and so is the PostgreSQL adapter's `PostgreSQLDatabase`.
-/// `Mirror`'s asset methods (``Mirror/storeAsset(contentsOf:)`` and the others) call these
-/// methods with the mirror's zone; use a mirror unless you work with a database directly.
-/// `InMemoryDatabase` does not store assets: the mirror's asset methods throw
-/// ``MirrorError/Kind/unsupported`` there.
+/// ``JSONFileDatabase`` is one, and so are the PostgreSQL adapter's `PostgreSQLDatabase` and
+/// MirrorTesting's `InMemoryDatabase` and `TemporaryDatabase`. `Mirror`'s asset methods
+/// (``Mirror/storeAsset(contentsOf:)`` and the others) call these methods with the mirror's
+/// zone; use a mirror unless you work with a database directly. On a database that is not
+/// an `AssetDatabase`, the mirror's asset methods throw ``MirrorError/Kind/unsupported``.
 ///
 /// ## Implementation requirements
 ///

@@ -2,7 +2,7 @@ import Foundation
 
 /// Finds the assets a record's fields refer to: every JSON object, at any depth, with the
 /// key `"$asset"` (see ``Asset``).
-enum AssetReferences {
+package enum AssetReferences {
     /// The bytes `"$asset"`: fields without them refer to no asset and are not parsed.
     private static let marker = Array("\"\(Asset.digestKey)\"".utf8)
 
@@ -11,7 +11,7 @@ enum AssetReferences {
     /// - Returns: The first `"$asset"` value that is not a digest, described for a message,
     ///   or `nil` when there is none.
     @discardableResult
-    static func collect(in fields: Data, into digests: inout Set<String>) -> String? {
+    package static func collect(in fields: Data, into digests: inout Set<String>) -> String? {
         guard mayRefer(fields),
               let object = try? JSONSerialization.jsonObject(with: fields, options: [.fragmentsAllowed])
         else { return nil }
@@ -26,7 +26,7 @@ enum AssetReferences {
     ///
     /// A large commit is looked through in parallel parts (one per core); the error is the
     /// one of the first operation in order that has one, as when looked through in order.
-    static func digests(in operations: [RecordOperation]) throws(MirrorError) -> Set<String> {
+    package static func digests(in operations: [RecordOperation]) throws(MirrorError) -> Set<String> {
         let parts = BatchJSONCoding.inParallelRanges(operations.count) { range -> Result<Set<String>, MirrorError> in
             var digests = Set<String>()
             for operation in operations[range] {

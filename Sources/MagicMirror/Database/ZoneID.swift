@@ -1,13 +1,18 @@
 /// One record type in one scope (and, for the private scope, one user): the unit a
 /// ``RecordDatabase`` stores, versions and notifies about.
 ///
-/// Make one with ``public(_:)``, ``private(_:user:)`` or ``shared(_:user:)``:
+/// Make one with ``public(_:)``, ``private(_:user:)-(_,MirrorUser)`` or ``shared(_:user:)-(_,MirrorUser)``:
 ///
 /// ```swift
+/// let alice = try MirrorUser(name: "alice")
 /// let everyone = ZoneID.public("Todo")
-/// let mine = ZoneID.private("Todo", user: "alice")
-/// let sharedWithBob = ZoneID.shared("Todo", user: "bob")
+/// let mine = ZoneID.private("Todo", user: alice)
+/// let sharedWithAlice = ZoneID.shared("Todo", user: alice)
 /// ```
+///
+/// The forms that take a user name as a `String` (``private(_:user:)-(_,String)``) are for
+/// names read from elsewhere (a database, a command line); they are checked when the zone
+/// is used, where a ``MirrorUser`` was checked when it was made.
 ///
 /// Record types and user names become directory names in the JSON-file database, so they
 /// must be valid names (see ``validate()``); databases check them before they use a zone.
@@ -16,8 +21,8 @@ public struct ZoneID: Hashable, Sendable, Codable, CustomStringConvertible {
     public let scope: Scope
     /// The record type stored in the zone.
     public let recordType: String
-    /// The owner of a private zone, or the recipient of a shared zone; `nil` for a public
-    /// zone.
+    /// The name of the owner of a private zone, or of the recipient of a shared zone; `nil`
+    /// for a public zone.
     public let user: String?
 
     private init(scope: Scope, recordType: String, user: String?) {
@@ -32,12 +37,24 @@ public struct ZoneID: Hashable, Sendable, Codable, CustomStringConvertible {
     }
 
     /// The zone of a record type in the private scope of a user.
-    public static func `private`(_ recordType: String, user: String) -> ZoneID {
-        ZoneID(scope: .private, recordType: recordType, user: user)
+    public static func `private`(_ recordType: String, user: MirrorUser) -> ZoneID {
+        ZoneID(scope: .private, recordType: recordType, user: user.name)
     }
 
     /// The zone of a record type in the shared scope of a user: the records of that type
     /// that other users shared with `user` (see <doc:SharingRecords>).
+    public static func shared(_ recordType: String, user: MirrorUser) -> ZoneID {
+        ZoneID(scope: .shared, recordType: recordType, user: user.name)
+    }
+
+    /// The zone of a record type in the private scope of the user named `user` (see
+    /// ``private(_:user:)-(_,MirrorUser)``).
+    public static func `private`(_ recordType: String, user: String) -> ZoneID {
+        ZoneID(scope: .private, recordType: recordType, user: user)
+    }
+
+    /// The zone of a record type in the shared scope of the user named `user` (see
+    /// ``shared(_:user:)-(_,MirrorUser)``).
     public static func shared(_ recordType: String, user: String) -> ZoneID {
         ZoneID(scope: .shared, recordType: recordType, user: user)
     }

@@ -157,17 +157,23 @@ public final class JSONFileDatabase: RecordDatabase {
     /// The directory this process uses when none is given.
     ///
     /// `$MAGICMIRROR_DIRECTORY` when set; otherwise, on Linux, `$XDG_DATA_HOME/magicmirror`
-    /// or `~/.local/share/magicmirror`, and on macOS
-    /// `~/Library/Application Support/MagicMirror`.
+    /// or `~/.local/share/magicmirror`, and on Apple platforms `MagicMirror` in the user's
+    /// Application Support directory (`~/Library/Application Support/MagicMirror` on macOS,
+    /// inside the app's container on iOS, tvOS, watchOS and visionOS). An app and its
+    /// extensions that share one database pass the app group's container instead (see
+    /// <doc:ApplePlatforms>).
     public static var defaultDirectory: URL {
         let environment = ProcessInfo.processInfo.environment
         if let path = environment["MAGICMIRROR_DIRECTORY"], !path.isEmpty {
             return URL(fileURLWithPath: path, isDirectory: true)
         }
-        let home = FileManager.default.homeDirectoryForCurrentUser
-        #if os(macOS) || os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
-        return home.appendingPathComponent("Library/Application Support/MagicMirror", isDirectory: true)
+        #if canImport(Darwin)
+        // `homeDirectoryForCurrentUser` is macOS only; Application Support exists everywhere.
+        let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+            ?? URL(fileURLWithPath: NSHomeDirectory()).appendingPathComponent("Library/Application Support")
+        return support.appendingPathComponent("MagicMirror", isDirectory: true)
         #else
+        let home = FileManager.default.homeDirectoryForCurrentUser
         if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
             return URL(fileURLWithPath: data, isDirectory: true).appendingPathComponent("magicmirror", isDirectory: true)
         }

@@ -157,7 +157,13 @@ extension JSONFileEngine {
             try fileSystem.sync(fd)
         } catch {
             try? fileSystem.unlink(at: rootFD, temporary)
-            throw error.mirrorError(file: rootPath + "/" + temporary)
+            // Named after the file being made, not the temporary one it is written to first.
+            let filePath = rootPath + "/" + JSONFileFormat.databaseFile
+            var failure = error.mirrorError(file: filePath)
+            failure.message = "cannot create \(JSONFileFormat.databaseFile), which makes \(rootPath) a database: "
+                + String(cString: strerror(error.code))
+                + (error.code == EACCES || error.code == EROFS ? " (the directory is read-only for this process)" : "")
+            throw failure
         }
         return temporary
     }

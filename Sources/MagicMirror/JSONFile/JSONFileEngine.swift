@@ -42,6 +42,12 @@ final class JSONFileEngine: Sendable {
     /// Creates the directory if needed and resolves it to a canonical path.
     static func canonicalPath(of directory: URL) throws(MirrorError) -> String {
         let requested = directory.standardizedFileURL.path
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: requested, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw MirrorError(
+                .invalidName, "\(requested) is a file, not a directory: a JSON-file database is a directory",
+                file: requested, underlying: POSIXError(.ENOTDIR))
+        }
         do {
             try FileManager.default.createDirectory(atPath: requested, withIntermediateDirectories: true)
         } catch {

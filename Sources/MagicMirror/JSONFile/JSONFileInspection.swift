@@ -204,8 +204,9 @@ package enum JSONFileInspection {
             if scan.consumed < bytes.count, bytes[scan.consumed...].contains(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) {
                 zone.problems.append(Problem(
                     kind: "torn-tail", file: journalPath, offset: scan.consumed,
-                    message: "\(zone.journalBytes - scan.consumed) bytes after the last complete append (an unfinished "
-                        + "write, one in progress, or one that does not match its checksum); the next writer cuts them into a quarantine file"))
+                    message: "\(Self.bytesText(JSONFileFormat.writtenByteCount(bytes[scan.consumed...]))) after the last "
+                        + "complete append (an unfinished write, one in progress, or one that does not match its "
+                        + "checksum); the next writer cuts them into a quarantine file"))
             }
             for commit in scan.commits {
                 state.apply(commit.records, sequence: commit.sequence)
@@ -241,4 +242,9 @@ package enum JSONFileInspection {
         var info = stat()
         return lstat(path, &info) == 0 ? Int(info.st_size) : 0
     }
+}
+
+extension JSONFileInspection {
+    /// `1 byte`, `16 bytes`.
+    package static func bytesText(_ count: Int) -> String { count == 1 ? "1 byte" : "\(count) bytes" }
 }

@@ -80,7 +80,7 @@ extension Mirror {
             } catch {
                 return .hold(MirrorError(
                     .decodingFailed,
-                    "stored record \(current.id) (version \(current.version)) does not decode as "
+                    "stored record \(current.id) does not decode as "
                         + "\(Record.self) (\(error)), so the custom conflict policy cannot settle the local "
                         + "change; it stays pending",
                     recordIDs: [current.id], recordType: zone.recordType, scope: zone.scope,

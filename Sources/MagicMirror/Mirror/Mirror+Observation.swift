@@ -79,6 +79,8 @@ extension Mirror {
     /// observation.cancel()
     /// ```
     ///
+    /// For UI code, ``observeOnMainActor(_:)`` makes every call on the main actor.
+    ///
     /// - Parameter handler: Gets the records; must not block for long. Each call reads the
     ///   whole array, so its cost grows with the number of records.
     /// - Returns: Keep it as long as you want calls.

@@ -27,9 +27,11 @@ import Synchronization
 ///
 /// The initializer loads: when it returns, ``dataModel`` holds every stored record of the
 /// zone that decodes as `Record`, in creation order. Records stored by an older version of
-/// the type are migrated in memory first (``Recordable/migrations``). (Records that still do
-/// not decode are reported once each, as ``MirrorError/Kind/decodingFailed``, skipped, and
-/// left untouched in the database.) A save keeps the stored fields `Record` does not know;
+/// the type are migrated in memory first (``Recordable/migrations``). Records that still do
+/// not decode are skipped, listed in ``skippedRecords``, reported once each as
+/// ``MirrorError/Kind/decodingFailed`` and left untouched in the database; or opening
+/// throws, with ``UndecodableRecordPolicy/fail`` (see "Records that do not decode" in
+/// ``Recordable``). A save keeps the stored fields `Record` does not know;
 /// see <doc:ChangingYourRecordTypes>.
 ///
 /// ## Order
@@ -108,6 +110,8 @@ import Synchronization
 ///   `withObservationTracking` (or a SwiftUI view) tracks it.
 /// - ``observe(_:)``: a closure called with the current records at once, then with a
 ///   snapshot whenever they have changed (coalesced; never when nothing changed).
+/// - ``observeOnMainActor(_:)``: the same, every call on the main actor, for UI code (see
+///   <doc:ApplePlatforms>, which also says where every other callback runs).
 ///
 /// > Important: A mirror stops its work when it is deallocated: its subscription, its
 /// > observers and its background task end. While changes wait to be committed, its
@@ -241,6 +245,9 @@ public final class Mirror<Record: Recordable>: Sendable {
         core.withLock { $0.subscription = membership }
         var set = try await database.fetchAll(in: zone)
         var decoded = schema.decodeAll(set.records)
+        if configuration.undecodableRecords.failsOpening {
+            try Self.failOpening(zone: zone, records: set.records, decoded: decoded)
+        }
         let effects = core.withLock { engine in
             engine.load(&set, decoded: &decoded)
             return engine.drain(owner: self)
@@ -356,17 +363,68 @@ public final class Mirror<Record: Recordable>: Sendable {
         if !delivered.reports.isEmpty {
             registrar.willSet(self, keyPath: lastErrorKey)
             registrar.didSet(self, keyPath: lastErrorKey)
+            var skipped: [MirrorError] = []
             for report in delivered.reports {
                 if let entry = report.entry {
                     let key = "\(database.identifier)|\(entry)"
                     guard postedEntryFailures.withLock({ $0.insert(key) }) else { continue }
+                    if report.error.kind == .decodingFailed { skipped.append(report.error) }
                 }
                 NotificationCenter.default.post(name: .mirrorError, object: report.error)
             }
+            if !skipped.isEmpty { logSkipped(skipped) }
         }
         for observer in delivered.observers { observer.signal() }
         for view in effects.liveViews { view.notifyObservers() }
         for observer in delivered.stateObservers { observer.call() }
+    }
+}
+
+extension Mirror {
+    /// The stored records of the zone that ``dataModel`` does not show because they do not
+    /// decode as `Record`, in the order of their ids' bytes.
+    ///
+    /// Each was reported once as ``MirrorError/Kind/decodingFailed`` and is left untouched
+    /// in the database. A record leaves the list when it is deleted or a version of it that
+    /// decodes arrives (saved by another writer, or by this mirror: appending a record with
+    /// its id replaces it). Opening a mirror with ``MirrorConfiguration/undecodableRecords``
+    /// set to ``UndecodableRecordPolicy/fail`` throws instead of skipping them.
+    ///
+    /// ```swift
+    /// for skipped in notes.skippedRecords {
+    ///     print(skipped.recordID, skipped.error.message)
+    /// }
+    /// ```
+    public var skippedRecords: [SkippedRecord] {
+        registrar.access(self, keyPath: lastErrorKey)
+        return core.withLock { $0.skippedRecords() }
+    }
+
+    /// Writes the line about records skipped in one delivery to the configured log.
+    private func logSkipped(_ skipped: [MirrorError]) {
+        let (log, zone) = core.withLock { ($0.configuration.undecodableRecords.log, $0.zone) }
+        guard let log, let line = UndecodableRecordPolicy.line(
+            zone: zone, recordType: "\(Record.self)", skipped: skipped)
+        else { return }
+        log(line)
+    }
+
+    /// Throws when a stored record of a zone being opened does not decode (the
+    /// ``UndecodableRecordPolicy/fail`` policy).
+    static func failOpening(zone: ZoneID, records: [StoredRecord], decoded: DecodedRecords<Record>) throws {
+        let failures = decoded.missing.compactMap { missing in
+            missing.error.map { (id: records[missing.position].id, error: $0) }
+        }
+        guard let first = failures.first else { return }
+        let count = failures.count == 1
+            ? "a stored record of \(zone) does not decode"
+            : "\(failures.count) stored records of \(zone) do not decode"
+        throw MirrorError(
+            .decodingFailed,
+            "\(count) as \(Record.self), and the mirror does not open without them "
+                + "(MirrorConfiguration.undecodableRecords is .fail): stored record \(first.id): \(first.error)",
+            recordIDs: failures.map(\.id), recordType: zone.recordType, scope: zone.scope,
+            underlying: StoredRecordProblem.underlying(of: first.error))
     }
 }
 

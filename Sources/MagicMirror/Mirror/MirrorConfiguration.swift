@@ -25,6 +25,11 @@ public struct MirrorConfiguration: Sendable {
     /// A mirror refuses a cipher (``MirrorError/Kind/unsupported``) in the public scope, and
     /// in a private mirror that follows a ``UserSession`` rather than one named `user:`.
     public var cipher: (any RecordCipher)?
+    /// What the mirror does with stored records that do not decode as its record type:
+    /// ``UndecodableRecordPolicy/skip`` by default (listed in ``Mirror/skippedRecords``,
+    /// reported, and written to standard error in debug builds), or
+    /// ``UndecodableRecordPolicy/fail`` to make opening throw.
+    public var undecodableRecords: UndecodableRecordPolicy
 
     /// Creates a configuration.
     ///
@@ -35,18 +40,22 @@ public struct MirrorConfiguration: Sendable {
     ///   - userSession: The session a private mirror follows; ``UserSession/shared`` by
     ///     default.
     ///   - cipher: Seals a private mirror's records; `nil` (stored open) by default.
+    ///   - undecodableRecords: What to do with stored records that do not decode;
+    ///     ``UndecodableRecordPolicy/skip`` by default.
     public init(
         retryDelay: Duration = .milliseconds(100),
         maximumRetryDelay: Duration = .seconds(30),
         maximumBatchSize: Int = 500,
         userSession: UserSession = .shared,
-        cipher: (any RecordCipher)? = nil
+        cipher: (any RecordCipher)? = nil,
+        undecodableRecords: UndecodableRecordPolicy = .skip
     ) {
         self.retryDelay = retryDelay
         self.maximumRetryDelay = max(maximumRetryDelay, retryDelay)
         self.maximumBatchSize = max(1, maximumBatchSize)
         self.userSession = userSession
         self.cipher = cipher
+        self.undecodableRecords = undecodableRecords
     }
 
     /// Doublings past this many failures in a row change nothing (the delay reached its

@@ -109,7 +109,7 @@ extension Mirror {
             throw MirrorError(
                 .unsupported,
                 "\(Record.self) declares delete rules, which \(type(of: database)) does not enforce; "
-                    + "use a database that does (JSONFileDatabase, InMemoryDatabase)",
+                    + "use a database that does (JSONFileDatabase, or MirrorTesting's InMemoryDatabase or TemporaryDatabase)",
                 recordType: zone.recordType, scope: zone.scope)
         }
         try await database.registerDeleteRules(rules, referringType: Record.recordType, in: zone)

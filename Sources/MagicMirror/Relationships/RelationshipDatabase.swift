@@ -1,6 +1,7 @@
 /// A ``RecordDatabase`` that enforces the delete rules of ``Reference`` fields.
 ///
-/// ``JSONFileDatabase`` is one, and so is `InMemoryDatabase` in MirrorTesting. A ``Mirror``
+/// ``JSONFileDatabase`` is one, and so are `InMemoryDatabase` and `TemporaryDatabase` in
+/// MirrorTesting. A ``Mirror``
 /// whose record type declares ``Recordable/deleteRules`` registers them when it opens; on a
 /// database that is not a `RelationshipDatabase`, opening such a mirror throws
 /// ``MirrorError/Kind/unsupported``, rather than letting deletes ignore the rules.

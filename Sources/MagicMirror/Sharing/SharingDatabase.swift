@@ -2,11 +2,11 @@
 ///
 /// The owner of a private record shares it with a named recipient, read-only or
 /// read-write; the recipient reads it, with every other record shared with them, in the
-/// zone ``ZoneID/shared(_:user:)`` of their ``Scope/shared`` scope (a `Mirror` opened with
+/// zone ``ZoneID/shared(_:user:)-(_,MirrorUser)`` of their ``Scope/shared`` scope (a `Mirror` opened with
 /// `scope: .shared`). Most code calls ``Mirror/share(_:with:access:)`` and
 /// ``Mirror/revokeShare(of:from:)`` rather than these methods; see <doc:SharingRecords>.
 ///
-/// ``JSONFileDatabase`` and MirrorTesting's `InMemoryDatabase` implement it (each process
+/// ``JSONFileDatabase`` and MirrorTesting's `InMemoryDatabase` and `TemporaryDatabase` implement it (each process
 /// enforces the shares: the library cooperates, file permissions decide what an
 /// operating-system account can read); the PostgreSQL adapter's database enforces it on the
 /// server, with row-level security.

@@ -40,8 +40,8 @@ struct SyncEngine<Record: Recordable> {
     /// A refusal no waiting `flush()` threw (the change was refused and dropped before any
     /// flush waited for it): the next `flush()` throws it.
     var unthrownRefusal: MirrorError?
-    /// Decoding failures reported, by record id: the version reported.
-    var reportedUndecodable: IDMap<Int> = [:]
+    /// Decoding failures reported, by record id: the version reported and its error.
+    var reportedUndecodable: IDMap<SkippedRecord> = [:]
 
     /// The live views of the mirror (Views/Mirror+LiveView.swift), updated on every change.
     var liveViews: [Int: LiveViewReference<Record>] = [:]
@@ -279,16 +279,29 @@ struct SyncEngine<Record: Recordable> {
 
     /// Reports a stored record that does not decode, once per version.
     mutating func reportUndecodable(_ stored: StoredRecord, error: any Error) {
-        guard reportedUndecodable[stored.id] != stored.version else { return }
-        reportedUndecodable[stored.id] = stored.version
-        report(
-            MirrorError(
-                .decodingFailed,
-                "stored record \(stored.id) (version \(stored.version)) does not decode as "
-                    + "\(Record.self): \(error); it is skipped and left untouched in the database",
-                recordIDs: [stored.id], recordType: zone.recordType, scope: zone.scope,
-                underlying: StoredRecordProblem.underlying(of: error)),
-            entry: "\(zone)|\(Record.self)|\(stored.id)|\(stored.version)")
+        guard reportedUndecodable[stored.id]?.version != stored.version else { return }
+        let failure = MirrorError(
+            .decodingFailed,
+            "stored record \(stored.id) does not decode as \(Record.self): \(error); "
+                + "it is skipped and left untouched in the database",
+            recordIDs: [stored.id], recordType: zone.recordType, scope: zone.scope,
+            underlying: StoredRecordProblem.underlying(of: error))
+        reportedUndecodable[stored.id] = SkippedRecord(recordID: stored.id, version: stored.version, error: failure)
+        report(failure, entry: "\(zone)|\(Record.self)|\(stored.id)|\(stored.version)")
+    }
+
+    /// The stored records the mirror skips because they do not decode: those reported whose
+    /// stored version is still the one the mirror knows, and not deleted. In the order of
+    /// their ids' bytes.
+    mutating func skippedRecords() -> [SkippedRecord] {
+        var skipped: [SkippedRecord] = []
+        for (id, record) in reportedUndecodable {
+            guard let stored = pull[id], stored.version == record.version, !stored.isDeleted,
+                  records[id] == nil
+            else { continue }
+            skipped.append(record)
+        }
+        return skipped.sorted { $0.recordID.utf8.lexicographicallyPrecedes($1.recordID.utf8) }
     }
 
     /// Moves the process's clock past `newest`, the latest clock of `records`; when that

@@ -18,7 +18,7 @@ import Foundation
 /// The process's current user is the ``UserSession/user`` of a ``UserSession``
 /// (``UserSession/shared`` unless you make your own): the one place to read and switch it.
 public struct MirrorUser: Hashable, Sendable, Codable, CustomStringConvertible {
-    /// The user's name, as used for the private scope's zones (``ZoneID/private(_:user:)``).
+    /// The user's name, as used for the private scope's zones (``ZoneID/private(_:user:)-(_,MirrorUser)``).
     public let name: String
 
     /// A user with a given name.

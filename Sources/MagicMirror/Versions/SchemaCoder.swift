@@ -337,7 +337,16 @@ package struct StoredRecordProblem: Error, CustomStringConvertible {
     package var description: String {
         let versions = storedVersion > currentVersion
             ? "stored by schema version \(storedVersion), newer than \(recordType)'s \(currentVersion)"
-            : "stored in schema version \(storedVersion); \(recordType) is at schema version \(currentVersion)"
+            : storedVersion < currentVersion
+            ? "stored in schema version \(storedVersion); \(recordType) is at \(currentVersion)"
+            : "stored in \(recordType)'s current schema version, \(currentVersion)"
+        if migration == nil, let field, reason == "is missing", storedVersion == currentVersion,
+           !field.contains("."), !field.contains("[") {
+            // The usual cause: a field added to the type without a migration.
+            return "field \(String(reflecting: field)) is missing (\(versions)): a field added to \(recordType) "
+                + "needs a default for the records stored before, a migration such as "
+                + ".add(\(String(reflecting: field)), default: …) in \(recordType).migrations"
+        }
         if let migration {
             return "migration \(migration.number) (\(migration.summary), schema version \(migration.number) to "
                 + "\(migration.number + 1)) failed: \(reason) (\(versions))"

@@ -6,6 +6,10 @@ struct CreationOrder: Comparable, Sendable {
     /// will be committed with.
     var created: HLCTimestamp
     var id: String
+    /// The clock of the record's last change: its ``StoredRecord/modified``, or the
+    /// timestamp of its local change not committed yet. Not part of the order: the
+    /// ``RecordOrder/lastModified`` and ``RecordOrder/recentlyModified`` orders read it.
+    var modified = HLCTimestamp.zero
 
     static func < (lhs: CreationOrder, rhs: CreationOrder) -> Bool {
         if lhs.created != rhs.created { return lhs.created < rhs.created }
@@ -14,6 +18,7 @@ struct CreationOrder: Comparable, Sendable {
 
     /// A record the mirror knows nothing about yet goes after every known one.
     static func unknown(_ id: String) -> CreationOrder {
-        CreationOrder(created: HLCTimestamp(millis: .max, counter: .max), id: id)
+        CreationOrder(
+            created: HLCTimestamp(millis: .max, counter: .max), id: id, modified: HLCTimestamp(millis: .max, counter: .max))
     }
 }

@@ -58,6 +58,10 @@ public final class LiveView<Record: Recordable>: Sendable {
         var order: CreationOrder
     }
 
+    /// Whether the order reads the clock of each record's last change, which can move a
+    /// record whose value did not change.
+    private let sortsByModification: Bool
+
     private struct State: Sendable {
         var index: OrderedIndex<Entry>
         var members: IDMap<Entry> = [:]
@@ -77,9 +81,17 @@ public final class LiveView<Record: Recordable>: Sendable {
                 if areInIncreasingOrder(rhs.record, lhs.record) { return false }
                 return lhs.order < rhs.order
             }
+        } else if let newestFirst = order.byModification {
+            less = { lhs, rhs in
+                if lhs.order.modified != rhs.order.modified {
+                    return (lhs.order.modified < rhs.order.modified) != newestFirst
+                }
+                return lhs.order < rhs.order
+            }
         } else {
             less = { $0.order < $1.order }
         }
+        sortsByModification = order.byModification != nil
         state = Mutex(State(index: OrderedIndex(areInIncreasingOrder: less)))
     }
 
@@ -238,7 +250,10 @@ public final class LiveView<Record: Recordable>: Sendable {
         return state.withLock { state in
             let old = state.members[id]
             guard old != nil || included else { return false }
-            if let old, included, old.record == value, old.order.created == order.created { return false }
+            if let old, included, old.record == value, old.order.created == order.created,
+               !sortsByModification || old.order.modified == order.modified {
+                return false
+            }
             let window = limit ?? .max
             let countBefore = state.index.count
             let oldPosition = old.flatMap { state.index.remove($0) }
@@ -255,7 +270,14 @@ public final class LiveView<Record: Recordable>: Sendable {
             let isShown = newPosition.map { $0 < window } ?? false
             switch (wasShown, isShown) {
             case (true, true):
-                changes.append(oldPosition == newPosition ? .updated(at: newPosition!) : .moved(from: oldPosition!, to: newPosition!))
+                if oldPosition == newPosition {
+                    changes.append(.updated(at: newPosition!))
+                } else {
+                    // A record moves because its value changed: a move, then the new value
+                    // at its new place, so that rows moved as they are end up right.
+                    changes.append(.moved(from: oldPosition!, to: newPosition!))
+                    if old?.record != value { changes.append(.updated(at: newPosition!)) }
+                }
             case (true, false):
                 changes.append(.removed(at: oldPosition!))
                 // The next record moves up into the last place.

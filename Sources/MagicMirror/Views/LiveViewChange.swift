@@ -8,9 +8,14 @@ public enum LiveViewChange: Sendable, Hashable {
     case inserted(at: Int)
     /// The record at this position left the view.
     case removed(at: Int)
-    /// The record at `from` moved to `to` (its position once it is there); its value may
-    /// have changed too.
+    /// The record at `from` moved to `to` (its position once it is there).
+    ///
+    /// A record moves because its value changed (the field it is sorted by, at least): the
+    /// view then delivers ``updated(at:)`` for position `to` right after the move. Move the
+    /// row as it is on `.moved`, and reload it on the `.updated` that follows, as a table
+    /// view's `moveRow` and `reloadRows` do.
     case moved(from: Int, to: Int)
-    /// The record at this position changed but kept its place.
+    /// The record at this position has a new value: it changed in place, or it is the
+    /// record a ``moved(from:to:)`` just moved.
     case updated(at: Int)
 }

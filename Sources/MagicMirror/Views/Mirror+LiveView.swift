@@ -61,7 +61,8 @@ struct LiveViewReference<Record: Recordable>: Sendable {
 
 extension SyncEngine {
     /// Where the record with `id` sits in the default order: its stored creation clock, or,
-    /// for a creation not committed yet, the timestamp its commit will carry.
+    /// for a creation not committed yet, the timestamp its commit will carry; with the clock
+    /// of its last change.
     func creationOrder(of id: String) -> CreationOrder {
         Self.creationOrder(of: id, stored: pull.storedRecords, inFlight: queue.inFlight, pending: queue.pending)
     }
@@ -72,8 +73,14 @@ extension SyncEngine {
         of id: String, stored: IDMap<StoredRecord>, inFlight: IDMap<PendingEntry<Record>>,
         pending: IDMap<PendingEntry<Record>>
     ) -> CreationOrder {
-        if let stored = stored[id], !stored.isDeleted { return CreationOrder(created: stored.created, id: id) }
-        if let entry = inFlight[id] ?? pending[id] { return CreationOrder(created: entry.timestamp, id: id) }
+        // The newest local change not committed yet, if any.
+        let local = (pending[id] ?? inFlight[id])?.timestamp
+        if let stored = stored[id], !stored.isDeleted {
+            return CreationOrder(created: stored.created, id: id, modified: max(stored.modified, local ?? .zero))
+        }
+        if let entry = inFlight[id] ?? pending[id] {
+            return CreationOrder(created: entry.timestamp, id: id, modified: local ?? entry.timestamp)
+        }
         return .unknown(id)
     }
 

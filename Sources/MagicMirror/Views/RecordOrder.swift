@@ -11,22 +11,45 @@
 /// > Important: The comparison runs while the mirror is locked: it must be quick, a strict
 /// > weak order, and must not read or change the mirror or its views.
 public struct RecordOrder<Record: Recordable>: Sendable {
-    /// `nil` for creation order.
+    /// `nil` for creation order or an order by modification.
     let areInIncreasingOrder: (@Sendable (Record, Record) -> Bool)?
+    /// Sorted by the clock of each record's last change: `true` for the most recent first,
+    /// `false` for the least recent first; `nil` for another order.
+    let byModification: Bool?
 
     /// Orders records with `areInIncreasingOrder`, a strict weak order.
     ///
     /// - Parameter areInIncreasingOrder: Whether the first record goes before the second.
     public init(_ areInIncreasingOrder: @escaping @Sendable (Record, Record) -> Bool) {
         self.areInIncreasingOrder = areInIncreasingOrder
+        self.byModification = nil
     }
 
-    private init(creation: Void) {
+    private init(byModification: Bool?) {
         areInIncreasingOrder = nil
+        self.byModification = byModification
     }
 
     /// The order records were created in, the default order of ``Mirror/dataModel``.
-    public static var creation: RecordOrder { RecordOrder(creation: ()) }
+    public static var creation: RecordOrder { RecordOrder(byModification: nil) }
+
+    /// The record changed longest ago first: by the clock of each record's last change, the
+    /// one the database keeps (``StoredRecord/modified``), whoever made it.
+    ///
+    /// A local change not committed yet counts from when it was made. Every process sees
+    /// the same order, with no date field in the record:
+    ///
+    /// ```swift
+    /// let stale = todos.view(sortedBy: .lastModified, limit: 10)
+    /// ```
+    public static var lastModified: RecordOrder { RecordOrder(byModification: false) }
+
+    /// The record changed most recently first (the reverse of ``lastModified``).
+    ///
+    /// ```swift
+    /// let recent = todos.view(sortedBy: .recentlyModified, limit: 10)
+    /// ```
+    public static var recentlyModified: RecordOrder { RecordOrder(byModification: true) }
 
     /// Smallest value at `keyPath` first.
     ///

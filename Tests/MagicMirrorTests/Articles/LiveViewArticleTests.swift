@@ -52,7 +52,7 @@ let rows = Task {
         switch change {
         case .inserted(let position): print("insert row", position)
         case .removed(let position): print("delete row", position)
-        case .moved(let from, let to): print("move row", from, "to", to)
+        case .moved(let from, let to): print("move row", from, "to", to)   // an .updated follows
         case .updated(let position): print("reload row", position)
         }
     }

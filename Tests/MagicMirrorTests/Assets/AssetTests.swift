@@ -274,7 +274,8 @@ struct AssetRecord: Recordable {
     }
 
     @Test func aDatabaseThatDoesNotStoreAssetsSaysSo() async throws {
-        let mirror = try await Mirror<AssetRecord>(database: InMemoryDatabase())
+        // A database of records only (InMemoryDatabase stores assets, the wrapper does not).
+        let mirror = try await Mirror<AssetRecord>(database: ScriptedDatabase(InMemoryDatabase()))
         await expectMirrorError(.unsupported) { try await mirror.storeAsset(Data("x".utf8)) }
         let asset = try JSONDecoder().decode(
             Asset.self, from: Data(#"{"$asset":"\#(String(repeating: "a", count: 64))","size":1}"#.utf8))

@@ -4,12 +4,12 @@ import MirrorTesting
 import Testing
 
 /// The implementation requirements of ``AssetDatabase``, checked by the public conformance
-/// suite on the JSON-file database (the only one the package ships that stores assets).
+/// suite on every database the package ships: the JSON-file one and the in-memory one.
 @Suite(.timeLimit(.minutes(5))) struct AssetDatabaseConformanceTests {
-    @Test(arguments: AssetDatabaseConformance.checks)
-    func conforms(to check: ConformanceCheck) async throws {
+    @Test(arguments: AssetDatabaseConformance.checks, DatabaseFactory.all)
+    func conforms(to check: ConformanceCheck, factory: DatabaseFactory) async throws {
         try await check.run {
-            let opened = try await DatabaseFactory.jsonFile.make()
+            let opened = try await factory.make()
             return DatabaseUnderTest(
                 database: opened.database, otherWriter: opened.otherWriter,
                 startNewGeneration: opened.compact, cleanup: { opened.cleanup() })

@@ -57,7 +57,7 @@ import Testing
         #expect(error.kind == .decodingFailed)
         #expect(error.recordIDs == ["p1"])
         #expect(error.message.contains(#"field "priority" is missing"#), "\(error.message)")
-        #expect(error.message.contains("schema version 1"), "\(error.message)")
+        #expect(error.message.contains("current schema version, 1"), "\(error.message)")
         #expect(error.underlying is DecodingError)
         // Kept untouched.
         #expect(try await storedObject(in: database).keys.sorted() == ["id", "name"])
@@ -241,7 +241,7 @@ import Testing
         let mirror = try await Mirror<ThreeSteps>(database: database)
         let error = try #require(mirror.lastError)
         #expect(error.message.contains(#"field "name""#), "\(error.message)")
-        #expect(error.message.contains("stored in schema version 1; ThreeSteps is at schema version 3"), "\(error.message)")
+        #expect(error.message.contains("stored in schema version 1; ThreeSteps is at 3"), "\(error.message)")
     }
 
     // MARK: Writing migrated records back

@@ -227,6 +227,18 @@ extension JSONFileFormat {
         return end
     }
 
+    /// The number of bytes a damaged tail holds that are not blank: from its first byte that
+    /// is not a space, tab, newline, carriage return or NUL to its last one. The spaces a
+    /// writer reserved, before or after them, are not counted, so 16 bytes of garbage after
+    /// a reserved tail are reported as 16, not as the size of the reservation.
+    package static func writtenByteCount(_ bytes: some BidirectionalCollection<UInt8>) -> Int {
+        func isBlank(_ byte: UInt8) -> Bool { [0x20, 0x09, 0x0A, 0x0D, 0x00].contains(byte) }
+        guard let first = bytes.firstIndex(where: { !isBlank($0) }),
+              let last = bytes.lastIndex(where: { !isBlank($0) })
+        else { return 0 }
+        return bytes.distance(from: first, to: last) + 1
+    }
+
     /// Whether the bytes from `start` to `end` are spaces, tabs and carriage returns only.
     static func isBlank(_ base: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
         var index = start

@@ -19,7 +19,9 @@ extension JSONFileZone {
         quarantine(
             tail, in: disk.directoryFD, name: "quarantine-journal-\(disk.generation)-\(disk.journalEnd)-\(stamp).torn",
             source: name,
-            what: "\(tail.count) bytes after the last complete append of \(name) (an unfinished write, or one that does not match its checksum) were cut off")
+            what: "\(JSONFileInspection.bytesText(JSONFileFormat.writtenByteCount(tail))) after the last complete append "
+                + "of \(name) (an unfinished write, or one that does not match its checksum) were cut off"
+                + (JSONFileFormat.writtenByteCount(tail) < tail.count ? ", with the space reserved for appends" : ""))
         do {
             try fileSystem.truncate(disk.journalFD, to: disk.journalEnd)
         } catch {
