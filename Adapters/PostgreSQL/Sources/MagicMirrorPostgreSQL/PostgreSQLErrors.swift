@@ -117,7 +117,7 @@ enum PostgreSQLErrors {
             explanation = "no server socket at \(server): is the server running, and is the socket directory "
                 + "right?; retrying with backoff"
         default:
-            if described.contains("connectTimeout") || described.contains("timed out") {
+            if described.lowercased().contains("timeout") || described.contains("timed out") {
                 explanation = "no answer from \(server) while connecting (\(described)); retrying with backoff"
             }
         }

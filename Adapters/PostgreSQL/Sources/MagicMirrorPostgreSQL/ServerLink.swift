@@ -219,9 +219,14 @@ final class ServerLink: Sendable {
             connectionConfiguration.options.additionalStartupParameters =
                 configuration.options.additionalStartupParameters.filter { $0.0 != "application_name" }
                 + [("application_name", applicationName)]
-            return try await PostgresConnection.connect(
-                on: channel.eventLoop, configuration: connectionConfiguration,
-                id: nextID.add(1, ordering: .relaxed).newValue, logger: logger)
+            // A server that accepts the socket and then says nothing (a hung postmaster)
+            // would hold the start-up for ever.
+            let (id, logger) = (nextID.add(1, ordering: .relaxed).newValue, logger)
+            let handshake = connectionConfiguration
+            return try await withDeadline(configuration.options.connectTimeout, "connecting to \(serverName)") {
+                try await PostgresConnection.connect(
+                    on: channel.eventLoop, configuration: handshake, id: id, logger: logger)
+            }
         } catch {
             try? await channel.close()
             throw error

@@ -115,6 +115,19 @@ struct PostgreSQLConnectionTests {
         #expect(error?.message.contains("connection refused by 127.0.0.1:\(port)") == true, "\(String(describing: error))")
     }
 
+    @Test func aServerThatAcceptsAndNeverAnswersFailsAfterTheConnectTimeoutSayingSo() async throws {
+        // A socket that listens and never accepts: the kernel completes the handshake, and
+        // nothing ever answers the start-up message (as from a hung server).
+        let (descriptor, port) = try socketOnFreePort()
+        defer { close(descriptor) }
+        #expect(listen(descriptor, 16) == 0)
+        let error = await #expect(throws: MirrorError.self) {
+            _ = try await PostgreSQLDatabase(url: "postgres://mirror@127.0.0.1:\(port)/postgres?sslmode=disable", environment: [:])
+        }
+        #expect(error?.kind.isTransient == true)
+        #expect(error?.message.contains("no answer from 127.0.0.1:\(port) while connecting") == true, "\(String(describing: error))")
+    }
+
     @Test func aRoleThatMayNotCreateTheSchemaIsToldWhatToDo() async throws {
         try await TestServer.withDatabase { name, _ in
             try await TestServer.withRoles(["newcomer"]) { roles in
@@ -191,20 +204,28 @@ struct PostgreSQLConnectionTests {
     }
 
     private func freePort() throws -> Int {
+        let (descriptor, port) = try socketOnFreePort()
+        close(descriptor)
+        return port
+    }
+
+    /// A TCP socket bound to a free port of 127.0.0.1, and the port.
+    private func socketOnFreePort() throws -> (Int32, Int) {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try withUnsafeMutablePointer(to: &address) { pointer in
-            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                guard bind(descriptor, raw, length) == 0, getsockname(descriptor, raw, &length) == 0 else {
-                    throw MirrorError(.ioFailure, "could not find a free port")
-                }
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
             }
         }
-        return Int(UInt16(bigEndian: address.sin_port))
+        guard bound else {
+            close(descriptor)
+            throw MirrorError(.ioFailure, "could not find a free port")
+        }
+        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
     }
 }
