@@ -17,7 +17,8 @@ import Synchronization
 /// connection that listens is never checked by the pool, and a connection the server forgot
 /// (a restart during a network cut, a backend that hangs) looks established for ever; so
 /// every ``checkInterval`` the task runs `SELECT 1` on it, which must answer within
-/// ``checkDeadline``. When it does not, or the connection fails, the task closes it, tells
+/// ``checkDeadline`` (or bring notifications meanwhile: an answer queued behind many is
+/// late, not lost). When it does not, or the connection fails, the task closes it, tells
 /// every member it was lost (each reports the outage once), and connects again with
 /// backoff; once listening again it tells every member, and each pulls its zones since its
 /// tokens.
@@ -119,11 +120,12 @@ final class SharedListener: Sendable {
             // The check's failure says why the connection was closed: it wins over the
             // notifications' end that the closing causes.
             let checkFailure = CheckFailure()
+            let traffic = Traffic()
             do {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         do {
-                            try await Self.check(connection, logger: logger)
+                            try await Self.check(connection, traffic: traffic, logger: logger)
                         } catch {
                             checkFailure.error.withLock { $0 = error }
                             throw error
@@ -131,6 +133,7 @@ final class SharedListener: Sendable {
                     }
                     group.addTask {
                         for try await notification in notifications {
+                            traffic.heard()
                             for member in self.members { member.received(notification.payload) }
                         }
                         throw MirrorError(.unavailable, "the server ended the notification connection")
@@ -144,20 +147,32 @@ final class SharedListener: Sendable {
         }
     }
 
-    /// Runs `SELECT 1` every ``checkInterval`` until one fails or goes unanswered for
-    /// ``checkDeadline``; then closes the connection (which ends its notifications) and
-    /// throws.
-    private static func check(_ connection: PostgresConnection, logger: Logger) async throws {
+    /// Runs `SELECT 1` every ``checkInterval`` until one fails, or goes unanswered for
+    /// ``checkDeadline`` while nothing else arrives either (an answer queued behind a flood
+    /// of notifications is late, but the server is there); then closes the connection
+    /// (which ends its notifications) and throws.
+    private static func check(_ connection: PostgresConnection, traffic: Traffic, logger: Logger) async throws {
         while true {
             try await Task.sleep(for: checkInterval)
-            do {
-                try await withDeadline(checkDeadline, "checking the listening connection") {
-                    for try await _ in try await connection.query("SELECT 1", logger: logger) {}
+            let answer = Task {
+                for try await _ in try await connection.query("SELECT 1", logger: logger) {}
+            }
+            defer { answer.cancel() }
+            while true {
+                do {
+                    try await withDeadline(checkDeadline, "checking the listening connection") {
+                        try await answer.value
+                    }
+                    break
+                } catch {
+                    if Task.isCancelled { throw CancellationError() }
+                    if let error = error as? MirrorError, error.kind == .timedOut,
+                       traffic.heard(within: checkDeadline) {
+                        continue
+                    }
+                    try? await connection.close()
+                    throw error
                 }
-            } catch {
-                if Task.isCancelled { throw CancellationError() }
-                try? await connection.close()
-                throw error
             }
         }
     }
@@ -166,4 +181,11 @@ final class SharedListener: Sendable {
 /// Why the check of the listening connection failed, once it did.
 private final class CheckFailure: Sendable {
     let error = Mutex<(any Error)?>(nil)
+}
+
+/// When the listening connection last brought a notification.
+private final class Traffic: Sendable {
+    private let last = Mutex(ContinuousClock.now)
+    func heard() { last.withLock { $0 = .now } }
+    func heard(within interval: Duration) -> Bool { last.withLock { ContinuousClock.now - $0 < interval } }
 }
