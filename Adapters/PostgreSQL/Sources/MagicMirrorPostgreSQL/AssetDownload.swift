@@ -11,7 +11,7 @@ actor AssetDownload {
     private let asset: Asset
     private let zone: ZoneID
     private let chunkSize: Int
-    private let client: PostgresClient
+    private let link: ServerLink
     private let logger: Logger
 
     private var content: Int?
@@ -21,11 +21,11 @@ actor AssetDownload {
     private var hash = SHA256()
     private var finished = false
 
-    init(asset: Asset, zone: ZoneID, chunkSize: Int, client: PostgresClient, logger: Logger) {
+    init(asset: Asset, zone: ZoneID, chunkSize: Int, link: ServerLink, logger: Logger) {
         self.asset = asset
         self.zone = zone
         self.chunkSize = chunkSize
-        self.client = client
+        self.link = link
         self.logger = logger
     }
 
@@ -37,11 +37,11 @@ actor AssetDownload {
         guard content == nil else { return }
         let key = ZoneKey(zone)
         let (logger, digest) = (logger, asset.digest)
-        let client = client
+        let link = link
         let found: (size: Int, content: Int)?
         do {
             found = try await withDeadline(serverDeadline, "reading \(asset) in \(zone)") {
-                try await client.withConnection { connection in
+                try await link.withConnection { connection in
                     try await AssetRows.locate(digest, in: key, on: connection, logger: logger)
                 }
             }
@@ -93,10 +93,10 @@ actor AssetDownload {
 
     private func fetch(_ number: Int) async throws -> Data? {
         guard let content else { return nil }
-        let (client, logger) = (client, logger)
+        let (link, logger) = (link, logger)
         do {
             return try await withDeadline(serverDeadline, "reading \(asset) in \(zone)") {
-                try await client.withConnection { connection in
+                try await link.withConnection { connection in
                     try await AssetRows.chunk(number, of: content, on: connection, logger: logger)
                 }
             }

@@ -7,7 +7,7 @@ import Synchronization
 /// Says to every process that this database is alive, so that a collection keeps the assets
 /// it stored and has not committed a record for yet (`magicmirror.asset_holds`).
 ///
-/// Started by the first store, it holds one pooled connection that holds an advisory lock
+/// Started by the first store, it holds one connection of its own (not the pool's) that holds an advisory lock
 /// (``AssetRows/presenceLockSpace``, ``key()``) and listens on it, so that it learns when
 /// the connection is lost: it then connects again and takes the lock again (a new key, and
 /// its holds moved to it, if another writer took the old one meanwhile). The server drops
@@ -21,13 +21,13 @@ final class AssetPresence: Sendable {
         var stopped = false
     }
 
-    private let client: PostgresClient
+    private let link: ServerLink
     private let logger: Logger
     private let writer: String
     private let state = Mutex(State())
 
-    init(client: PostgresClient, logger: Logger, writer: String) {
-        self.client = client
+    init(link: ServerLink, logger: Logger, writer: String) {
+        self.link = link
         self.logger = logger
         self.writer = writer
     }
@@ -61,20 +61,22 @@ final class AssetPresence: Sendable {
         var backoff = Listening.initialBackoff
         while !Task.isCancelled {
             do {
-                try await client.withConnection { connection in
-                    let key = try await lock(on: connection)
-                    backoff = Listening.initialBackoff
-                    let waiters = state.withLock { state in
-                        state.key = key
-                        defer { state.waiters = [] }
-                        return state.waiters
-                    }
-                    for waiter in waiters { waiter.resume(returning: key) }
-                    // Nothing is ever sent on this channel: the sequence ends when the
-                    // connection does.
-                    try await connection.listen(on: "magicmirror_presence") { notifications in
-                        for try await _ in notifications {}
-                    }
+                // A connection of its own: held for as long as the database lives, it must
+                // not take one of the pool's few.
+                let connection = try await link.connect(applicationName: "magicmirror-assets")
+                defer { Task { try? await connection.close() } }
+                let key = try await lock(on: connection)
+                backoff = Listening.initialBackoff
+                let waiters = state.withLock { state in
+                    state.key = key
+                    defer { state.waiters = [] }
+                    return state.waiters
+                }
+                for waiter in waiters { waiter.resume(returning: key) }
+                // Nothing is ever sent on this channel: the sequence ends when the
+                // connection does.
+                try await connection.listen(on: "magicmirror_presence") { notifications in
+                    for try await _ in notifications {}
                 }
             } catch {
                 if Task.isCancelled { return }

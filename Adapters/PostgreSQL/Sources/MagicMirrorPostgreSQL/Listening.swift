@@ -4,7 +4,8 @@ import MagicMirror
 import PostgresNIO
 import Synchronization
 
-/// The subscriptions of one ``PostgreSQLDatabase`` and the task that listens for them.
+/// The subscriptions of one ``PostgreSQLDatabase``, fed by the listening connection of its
+/// ``ServerLink`` (``SharedListener``), and the task that pulls for them.
 ///
 /// State, all behind one mutex (never held while calling a handler or awaiting):
 /// - `entries`: per subscribed zone, its handlers, its notification key once known,
@@ -12,27 +13,29 @@ import Synchronization
 ///   notification may concern it) and `quietUntil` (see below);
 /// - `known`: the latest token this instance read or wrote per zone, where a new
 ///   subscription starts (changes after it are delivered);
-/// - `task`: the listening task, started by the first subscription;
+/// - `task` and `wake`: the pulling task, started by the first subscription, and how to
+///   wake it; `joined`: whether this instance is a member of the shared listener;
+/// - `needsHeal`: every subscribed zone must be pulled (the listening connection is new);
 /// - `outage`: whether the current loss of the connection was reported;
 /// - `quietInterval`, and the counts `received` and `pulls` (for tests and diagnostics).
 ///
-/// The listening task holds one pooled connection in `LISTEN magicmirror`. Each time it
-/// (re)connects it pulls every subscribed zone since `delivered`, so a change committed
-/// while it was away is delivered then. Afterwards a notification makes a zone due when its
-/// tag is the zone's and its sequence is past `delivered` (or when the zone's key is not
-/// known yet), and a second child task pulls the due zones, one at a time: notifications
-/// that arrive meanwhile only mark zones due again, so many cost one pull. A pull that
-/// finds nothing new makes its zone quiet for `quietInterval`: notifications without news
-/// (spoofed by any role that may `NOTIFY`, or duplicates) cost at most one pull per zone
-/// per interval, and a real change after them is pulled when the interval ends. A commit
-/// made through this instance is delivered by ``deliverOwnCommit(_:in:after:token:)``
-/// before `commit` returns; its notification's sequence is then not past `delivered`.
+/// Each time the shared listener (re)connects it calls ``connected()``, and the pulling task
+/// pulls every subscribed zone since `delivered`, so a change committed while it was away is
+/// delivered then. Afterwards a notification makes a zone due when its tag is the zone's and
+/// its sequence is past `delivered` (or when the zone's key is not known yet), and the task
+/// pulls the due zones, one at a time: notifications that arrive meanwhile only mark zones
+/// due again, so many cost one pull. A pull that finds nothing new makes its zone quiet for
+/// `quietInterval`: notifications without news (spoofed by any role that may `NOTIFY`, or
+/// duplicates) cost at most one pull per zone per interval, and a real change after them is
+/// pulled when the interval ends. A commit made through this instance is delivered by
+/// ``deliverOwnCommit(_:in:after:token:)`` before `commit` returns; its notification's
+/// sequence is then not past `delivered`.
 final class Listening: Sendable {
     typealias Handler = @Sendable (RemoteNotification) -> Void
 
     /// What the listening task needs of its database, without holding the database.
     struct Context: Sendable {
-        let client: PostgresClient
+        let link: ServerLink
         let logger: Logger
         let identifier: String
         let writer: String
@@ -51,6 +54,9 @@ final class Listening: Sendable {
         var known: [ZoneID: ChangeToken] = [:]
         var nextID = 0
         var task: Task<Void, Never>?
+        var wake: AsyncStream<Void>.Continuation?
+        var joined = false
+        var needsHeal = false
         var stopped = false
         var outage = false
         var quietInterval = Listening.quietInterval
@@ -85,11 +91,18 @@ final class Listening: Sendable {
             }
             state.entries[zone]?.handlers[id] = handler
             if state.task == nil {
-                state.task = Task { [weak self] in await self?.listen() }
+                let (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+                state.wake = wake
+                state.task = Task { [weak self] in await self?.pullWhenWoken(wakeups, wake: wake) }
             }
             return id
         }
         guard let id else { return MirrorCancellable {} }
+        let joins = state.withLock { state in
+            defer { state.joined = true }
+            return !state.joined && !state.stopped
+        }
+        if joins { context.link.listener.register(self, on: context.link) }
         return MirrorCancellable { [weak self] in
             self?.state.withLock { state in
                 state.entries[zone]?.handlers[id] = nil
@@ -114,13 +127,39 @@ final class Listening: Sendable {
 
     /// Ends the listening task; no handler is called after it.
     func stop() {
-        let task = state.withLock { state in
+        let (task, joined) = state.withLock { state in
             state.stopped = true
             state.entries = [:]
-            defer { state.task = nil }
-            return state.task
+            state.wake?.finish()
+            defer { (state.task, state.wake, state.joined) = (nil, nil, false) }
+            return (state.task, state.joined)
         }
         task?.cancel()
+        if joined { context.link.listener.unregister(self) }
+    }
+
+    // MARK: - Events of the shared listener
+
+    /// The listening connection listens (again): pull every subscribed zone, and report the
+    /// next loss anew.
+    func connected() {
+        let wake = state.withLock { state in
+            state.outage = false
+            state.needsHeal = true
+            return state.wake
+        }
+        wake?.yield()
+    }
+
+    /// The listening connection was lost (or could not be made): report it, once per outage.
+    func lost(_ error: MirrorError) {
+        report(error)
+    }
+
+    /// A notification arrived: mark the zones it may concern due, and wake the pulling task.
+    func received(_ payload: String) {
+        guard received(text: payload) else { return }
+        state.withLock { $0.wake }?.yield()
     }
 
     /// Remembers a token read or written, where a later subscription of `zone` starts.
@@ -156,33 +195,53 @@ final class Listening: Sendable {
 
     // MARK: - The listening task
 
-    private func listen() async {
+    /// Pulls what is needed each time `wakeups` yields, until cancelled: every subscribed
+    /// zone after the listening connection (re)connected, then the due zones, one at a
+    /// time. A pull that fails is reported and tried again after a backoff.
+    private func pullWhenWoken(_ wakeups: AsyncStream<Void>, wake: AsyncStream<Void>.Continuation) async {
+        var timer: (task: Task<Void, Never>, deadline: ContinuousClock.Instant)?
+        defer { timer?.task.cancel() }
         var backoff = Self.initialBackoff
-        let context = context
-        while !Task.isCancelled {
+        for await _ in wakeups {
+            if Task.isCancelled { return }
+            if let deadline = timer?.deadline, deadline <= ContinuousClock.now { timer = nil }
+            var healing = false
+            var pulling: ZoneID?
             do {
-                try await context.client.withConnection { connection in
-                    try await connection.listen(on: NotificationPayload.channel) { notifications in
-                        self.state.withLock { $0.outage = false }
-                        backoff = Self.initialBackoff
-                        // Heal: whatever was committed while not listening.
-                        for zone in self.subscribedZones() { try await self.pull(zone) }
-                        let (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-                        try await withThrowingTaskGroup(of: Void.self) { group in
-                            group.addTask { try await self.pullDueZones(wakeups, wake: wake) }
-                            for try await notification in notifications where self.received(notification.payload) {
-                                wake.yield()
-                            }
-                            group.cancelAll()
-                        }
-                    }
+                healing = state.withLock { state in
+                    defer { state.needsHeal = false }
+                    return state.needsHeal
                 }
-                throw MirrorError(.unavailable, "the server ended the notification connection")
+                // Heal: whatever was committed while not listening.
+                if healing {
+                    for zone in subscribedZones() { try await pull(zone) }
+                    healing = false
+                }
+                while let zone = nextDueZone(at: ContinuousClock.now) {
+                    pulling = zone
+                    try await pull(zone, quietWhenEmpty: true)
+                    pulling = nil
+                }
+                backoff = Self.initialBackoff
             } catch {
                 if Task.isCancelled { return }
+                state.withLock { state in
+                    if healing { state.needsHeal = true }
+                    if let pulling { state.entries[pulling]?.due = true }
+                }
                 report(error)
                 try? await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, Self.maximumBackoff)
+                wake.yield()
+                continue
+            }
+            // A quiet zone that is due: wake up when its interval ends.
+            if let deadline = earliestQuietDue(), timer.map({ deadline < $0.deadline }) ?? true {
+                timer?.task.cancel()
+                timer = (Task {
+                    try? await Task.sleep(until: deadline, clock: .continuous)
+                    if !Task.isCancelled { wake.yield() }
+                }, deadline)
             }
         }
     }
@@ -211,7 +270,7 @@ final class Listening: Sendable {
     /// Marks the zones a notification may concern as due: those whose key makes its tag and
     /// whose handlers did not hear of its sequence yet, and those whose key is not known
     /// yet (their first pull learns it). Returns whether it marked one.
-    private func received(_ text: String) -> Bool {
+    private func received(text: String) -> Bool {
         let keys = state.withLock { state in
             state.received += 1
             return state.entries.map { ($0.key, $0.value.notifyKey, $0.value.delivered.sequence) }
@@ -227,39 +286,6 @@ final class Listening: Sendable {
             for zone in concerned { state.entries[zone]?.due = true }
         }
         return true
-    }
-
-    /// Pulls the due zones, one at a time, each time `wakeups` yields (a notification made
-    /// one due, or a quiet interval ended), until cancelled. A pull that fails is reported
-    /// and tried again after a backoff: the listening connection may still be up.
-    private func pullDueZones(_ wakeups: AsyncStream<Void>, wake: AsyncStream<Void>.Continuation) async throws {
-        var timer: (task: Task<Void, Never>, deadline: ContinuousClock.Instant)?
-        defer { timer?.task.cancel() }
-        var backoff = Self.initialBackoff
-        for await _ in wakeups {
-            let now = ContinuousClock.now
-            if let deadline = timer?.deadline, deadline <= now { timer = nil }
-            while let zone = nextDueZone(at: ContinuousClock.now) {
-                do {
-                    try await pull(zone, quietWhenEmpty: true)
-                    backoff = Self.initialBackoff
-                } catch {
-                    if Task.isCancelled { return }
-                    state.withLock { $0.entries[zone]?.due = true }
-                    report(error)
-                    try await Task.sleep(for: backoff)
-                    backoff = min(backoff * 2, Self.maximumBackoff)
-                }
-            }
-            // A quiet zone that is due: wake up when its interval ends.
-            if let deadline = earliestQuietDue(), timer.map({ deadline < $0.deadline }) ?? true {
-                timer?.task.cancel()
-                timer = (Task {
-                    try? await Task.sleep(until: deadline, clock: .continuous)
-                    if !Task.isCancelled { wake.yield() }
-                }, deadline)
-            }
-        }
     }
 
     /// A due zone that is not quiet at `now`, no longer due: the next to pull.
@@ -289,7 +315,7 @@ final class Listening: Sendable {
             return state.entries[zone]?.delivered
         }) else { return }
         let (changes, notifyKey) = try await PostgreSQLReads.changes(
-            in: zone, since: since, client: context.client, logger: context.logger)
+            in: zone, since: since, link: context.link, logger: context.logger)
         let handlers = state.withLock { state -> [Handler] in
             guard var entry = state.entries[zone] else { return [] }
             entry.notifyKey = notifyKey ?? entry.notifyKey

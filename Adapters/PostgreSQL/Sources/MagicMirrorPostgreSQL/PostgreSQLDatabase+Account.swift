@@ -1,3 +1,4 @@
+import Foundation
 import MagicMirror
 import PostgresNIO
 
@@ -18,7 +19,7 @@ extension PostgreSQLDatabase {
         let logger = logger
         let (current, readable, writable): (String, Bool, Bool)
         do {
-            (current, readable, writable) = try await client.withConnection { connection in
+            (current, readable, writable) = try await link.withConnection { connection in
                 let rows = try await connection.query(
                     """
                     SELECT current_user::text,
@@ -44,5 +45,63 @@ extension PostgreSQLDatabase {
                 .permissionDenied, "role \(current) may not read and write magicmirror.records",
                 scope: .private)
         }
+    }
+}
+
+extension PostgreSQLDatabase {
+    /// The user whose private zones this database reads and writes: the one named after
+    /// ``role``.
+    ///
+    /// - Throws: ``MirrorError/Kind/invalidName`` for a role whose name is no valid user name.
+    public func roleUser() throws -> MirrorUser {
+        try MirrorUser(name: role)
+    }
+
+    /// Makes this database's role the current user of `session`, so that the private mirrors
+    /// of that session opened without a user are the role's.
+    ///
+    /// A private mirror opened without a user belongs to the current user of its session,
+    /// which starts as the operating-system account running the process. On PostgreSQL a
+    /// private zone belongs to the role of its user, and row-level security refuses every
+    /// other role's: call this once after opening the database (or give the mirrors
+    /// ``makeUserSession(notificationCenter:)``'s session), so that they are the connected
+    /// role's.
+    ///
+    /// ```swift
+    /// let database = try await PostgreSQLDatabase(url: "postgres://alice@db.example.com/todos")
+    /// try database.makeRoleTheCurrentUser()
+    /// let mine = try await Mirror<Todo>(database: database, scope: .private) // alice's
+    /// ```
+    ///
+    /// - Parameter session: The session; ``UserSession/shared`` by default.
+    /// - Returns: The role's user.
+    /// - Throws: ``MirrorError/Kind/invalidName`` for a role whose name is no valid user name.
+    @discardableResult
+    public func makeRoleTheCurrentUser(of session: UserSession = .shared) throws -> MirrorUser {
+        let user = try roleUser()
+        _ = session.switchUser(to: user)
+        return user
+    }
+
+    /// A new session whose current user is this database's role, for mirrors that should
+    /// follow it rather than ``UserSession/shared``
+    /// (`MirrorConfiguration(userSession: database.makeUserSession())`).
+    ///
+    /// - Parameter notificationCenter: Where the session posts its user switches.
+    /// - Throws: ``MirrorError/Kind/invalidName`` for a role whose name is no valid user name.
+    public func makeUserSession(notificationCenter: NotificationCenter = .default) throws -> UserSession {
+        UserSession(user: try roleUser(), notificationCenter: notificationCenter)
+    }
+
+    /// `error`, with what to do when it is the refusal of another user's private zone.
+    func explainingOtherUsersZone(_ error: MirrorError, _ zone: ZoneID) -> MirrorError {
+        guard error.kind == .permissionDenied, zone.scope == .private, let user = zone.user, user != role else {
+            return error
+        }
+        var explained = error
+        explained.message += ". The zone belongs to user \(user), but this database connects as role \(role), "
+            + "and a private zone is its own role's only: open private mirrors for user \(role) (call "
+            + "makeRoleTheCurrentUser() on the database, whose role the mirrors then follow), or connect as \(user)"
+        return explained
     }
 }

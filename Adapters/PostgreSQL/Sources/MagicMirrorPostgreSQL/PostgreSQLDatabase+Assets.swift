@@ -81,7 +81,7 @@ extension PostgreSQLDatabase: AssetDatabase {
         try zone.validate()
         // Asks the server first: the zone must hold the asset, and the role must see it.
         let download = AssetDownload(
-            asset: asset, zone: zone, chunkSize: AssetRows.chunkSize, client: client, logger: logger)
+            asset: asset, zone: zone, chunkSize: AssetRows.chunkSize, link: link, logger: logger)
         try await download.locate()
         let directory = try assetCache.directory()
         let file = directory.appendingPathComponent(asset.digest)
@@ -131,7 +131,7 @@ extension PostgreSQLDatabase: AssetDatabase {
         of asset: Asset, in zone: ZoneID, chunkSize: Int
     ) -> AsyncThrowingStream<Data, any Error> {
         let download = AssetDownload(
-            asset: asset, zone: zone, chunkSize: max(1, chunkSize), client: client, logger: logger)
+            asset: asset, zone: zone, chunkSize: max(1, chunkSize), link: link, logger: logger)
         return AsyncThrowingStream { try await download.next() }
     }
 
@@ -152,9 +152,9 @@ extension PostgreSQLDatabase: AssetDatabase {
         let key = ZoneKey(zone)
         let logger = logger
         do {
-            let client = client
+            let link = link
             return try await withDeadline(serverDeadline, "collecting the assets of \(zone)") {
-                try await client.withTransaction(logger: logger) { connection in
+                try await link.withTransaction(logger: logger) { connection in
                     try await AssetRows.collect(key, on: connection, logger: logger)
                 }
             }
@@ -171,7 +171,8 @@ extension PostgreSQLDatabase: AssetDatabase {
         let base = baseGeneration
         do {
             let lockKey = try await presence.key()
-            return try await client.withTransaction(logger: logger) { connection in
+            // Not through the link's check: `next` is not `Sendable`.
+            return try await link.client.withTransaction(logger: logger) { connection in
                 let upload = try await AssetRows.Upload(
                     key, baseGeneration: base, zone: zone, on: connection, logger: logger)
                 var hash = SHA256()

@@ -37,9 +37,9 @@ extension PostgreSQLDatabase: RelationshipDatabase {
         let actions = rules.map(\.action.rawValue)
         let logger = logger
         do {
-            let client = client
+            let link = link
             try await withDeadline(serverDeadline, "storing the delete rules of \(referringType)") {
-                _ = try await client.query(
+                _ = try await link.client.query(
                     """
                     WITH gone AS (
                         DELETE FROM magicmirror.delete_rules

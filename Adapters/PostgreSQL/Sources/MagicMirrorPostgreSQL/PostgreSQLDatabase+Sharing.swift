@@ -29,9 +29,9 @@ extension PostgreSQLDatabase {
                 recordType: zone.recordType, scope: .private)
         }
         guard !recordIDs.isEmpty else { return }
-        let (client, logger) = (client, logger)
+        let (link, logger) = (link, logger)
         try await withDeadline(serverDeadline, "sharing records of \(zone)") {
-            try await SharedRows.share(recordIDs, in: zone, with: recipient.name, access: access, client: client, logger: logger)
+            try await SharedRows.share(recordIDs, in: zone, with: recipient.name, access: access, link: link, logger: logger)
         }
     }
 
@@ -47,9 +47,9 @@ extension PostgreSQLDatabase {
     public func revokeShares(of recordIDs: [String], in zone: ZoneID, from recipient: MirrorUser) async throws {
         try checkSharing(recordIDs, of: zone)
         guard !recordIDs.isEmpty else { return }
-        let (client, logger) = (client, logger)
+        let (link, logger) = (link, logger)
         try await withDeadline(serverDeadline, "revoking shares of \(zone)") {
-            try await SharedRows.revoke(recordIDs, in: zone, from: recipient.name, client: client, logger: logger)
+            try await SharedRows.revoke(recordIDs, in: zone, from: recipient.name, link: link, logger: logger)
         }
     }
 
@@ -62,11 +62,11 @@ extension PostgreSQLDatabase {
     ///   the server cannot be reached.
     public func shares(in zone: ZoneID) async throws -> [RecordShare] {
         try zone.validate()
-        let (client, logger) = (client, logger)
+        let (link, logger) = (link, logger)
         let found: [(id: String, owner: String, recipient: String, access: String)]
         do {
             found = try await withDeadline(serverDeadline, "listing the shares of \(zone)") {
-                try await client.withConnection { connection in
+                try await link.withConnection { connection in
                     switch zone.scope {
                     case .private:
                         return try await SharedRows.shares(of: zone, on: connection, logger: logger).map {

@@ -45,7 +45,15 @@ import Synchronization
 /// **Notifications** are hints: after a lost connection or a server restart, the database
 /// reconnects with backoff, reports the outage once as a transient ``MirrorError`` (kind
 /// ``MirrorError/Kind/unavailable``, posted as `.mirrorError`), and then pulls each
-/// subscribed zone since its last token, so no change is missed.
+/// subscribed zone since its last token, so no change is missed. The listening connection
+/// is checked every 2 s (`SELECT 1`, answered within 4 s) and has TCP keepalive, so a
+/// connection the server forgot or a backend that hangs is noticed within seconds.
+///
+/// **Connections** are shared by every database of the process opened for the same server,
+/// role and database: one listening connection, and a pool of at most
+/// ``defaultMaximumConnections`` (or the `maximumConnections` given) for everything else.
+/// A connection the server refuses fails the operation at once, with the cause (see
+/// "Connections, pools and limits" in the article "Running on PostgreSQL").
 ///
 /// > Important: Call ``close()`` when you are done; it ends the connections.
 public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, SharingDatabase {
@@ -64,10 +72,12 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     /// The role this database connects as.
     public let role: String
 
-    let client: PostgresClient
+    /// The process's connections to this server as this role (shared with every database
+    /// opened with the same endpoint).
+    let link: ServerLink
     let logger: Logger
     let baseGeneration: Int
-    private let runTask: Task<Void, Never>
+    private let released = Mutex(false)
     let listening: Listening
     /// The lock that keeps the assets this instance stored from collection (see
     /// PostgreSQLDatabase+Assets.swift).
@@ -89,28 +99,57 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     /// - Parameters:
     ///   - url: The connection URL (`postgres://` or `postgresql://`).
     ///   - environment: Where `PGPASSWORD` and `PGUSER` are read.
+    ///   - maximumConnections: How many pooled connections the process opens to this server
+    ///     at most (see ``init(configuration:maximumConnections:)``).
     /// - Throws: ``MirrorError/Kind/unsupportedFormat`` for a malformed URL or one that
     ///   carries a password; ``MirrorError/Kind/unavailable`` when the server cannot be
-    ///   reached; what ``init(configuration:)`` throws.
+    ///   reached; what ``init(configuration:maximumConnections:)`` throws.
     public convenience init(
-        url: String, environment: [String: String] = ProcessInfo.processInfo.environment
+        url: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+        maximumConnections: Int = PostgreSQLDatabase.defaultMaximumConnections
     ) async throws {
         let configuration = try PostgreSQLConnectionURL.configuration(from: url, environment: environment)
-        try await self.init(configuration: configuration)
+        try await self.init(configuration: configuration, maximumConnections: maximumConnections)
     }
+
+    /// How many pooled connections a process opens to one server (per role and database)
+    /// unless told otherwise: 2. With the listening connection, a process holds at most 3.
+    public static let defaultMaximumConnections = ServerLink.defaultMaximumConnections
 
     /// Opens a database with a postgres-nio client configuration, creating or migrating the
     /// `magicmirror` schema as needed.
     ///
-    /// - Parameter configuration: Where and how to connect (TLS included).
-    /// - Throws: ``MirrorError/Kind/unavailable`` when the server cannot be reached;
-    ///   ``MirrorError/Kind/unsupportedFormat`` for a schema newer than this package;
-    ///   ``MirrorError/Kind/permissionDenied`` when the role may not create a missing schema.
+    /// Every database of a process opened for the same server, role and database shares its
+    /// connections: one pool of at most `maximumConnections` (the first database opened
+    /// sets it) for commits and reads, and one listening connection for every subscription
+    /// (see "Connections" in the article "Running on PostgreSQL").
+    ///
+    /// - Parameters:
+    ///   - configuration: Where and how to connect (TLS included). Its
+    ///     `options.maximumConnections` is replaced by `maximumConnections`.
+    ///   - maximumConnections: How many pooled connections the process opens to this
+    ///     server at most; ``defaultMaximumConnections`` (2) unless given.
+    /// - Throws: ``MirrorError/Kind/unavailable`` when the server cannot be reached (at once,
+    ///   naming the cause, when it refuses the connection: nothing listens on the port, too
+    ///   many connections); ``MirrorError/Kind/permissionDenied`` for an unknown role or a
+    ///   refused password, or when the role may not create a missing schema (the message says
+    ///   how to fix it); ``MirrorError/Kind/unsupportedFormat`` for a schema newer than this
+    ///   package.
     ///
     /// > Important: The sessions' `search_path` is set to `pg_catalog, pg_temp` whatever
     /// > `configuration` says, so that no function another role created is run in a
     /// > built-in's place.
-    public init(configuration: PostgresClient.Configuration) async throws {
+    public convenience init(
+        configuration: PostgresClient.Configuration,
+        maximumConnections: Int = PostgreSQLDatabase.defaultMaximumConnections
+    ) async throws {
+        try await self.init(
+            configuration: configuration, maximumConnections: maximumConnections,
+            writerID: "pg-" + UUID().uuidString.lowercased())
+    }
+
+    /// Opens a database that commits as `writerID`.
+    init(configuration: PostgresClient.Configuration, maximumConnections: Int, writerID: String) async throws {
         var configuration = configuration
         // Every statement of this package, and the migrations' function bodies and policies,
         // find built-in functions and operators first and nothing from `public`, where other
@@ -120,34 +159,32 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         var logger = Logger(label: "MagicMirrorPostgreSQL", factory: { _ in SwiftLogNoOpLogHandler() })
         logger.logLevel = .critical
         self.logger = logger
-        let client = PostgresClient(configuration: configuration)
-        self.client = client
-        runTask = Task { await client.run() }
+        let link = ServerLink.acquire(configuration, maximumConnections: maximumConnections, logger: logger)
+        self.link = link
         role = configuration.username
-        let writerID = "pg-" + UUID().uuidString.lowercased()
         self.writerID = writerID
-        presence = AssetPresence(client: client, logger: logger, writer: writerID)
+        presence = AssetPresence(link: link, logger: logger, writer: writerID)
         assetCache = AssetCache(writer: writerID)
         do {
             // A server that went away while this opens would hold it forever: give up as
             // timedOut (transient), which the caller may retry.
             let silent = logger
             (identifier, baseGeneration) = try await withDeadline(serverDeadline, "opening the database") {
-                try await PostgreSQLSchema.migrate(client, logger: silent)
+                try await PostgreSQLSchema.migrate(link, logger: silent)
             }
         } catch {
-            runTask.cancel()
-            throw PostgreSQLErrors.mirrorError(error, "opening the database")
+            link.release()
+            throw PostgreSQLErrors.openingError(error, role: configuration.username, database: configuration.database)
         }
         listening = Listening(
-            context: Listening.Context(client: client, logger: logger, identifier: identifier, writer: writerID))
+            context: Listening.Context(link: link, logger: logger, identifier: identifier, writer: writerID))
     }
 
     deinit {
         listening.stop()
         presence.stop()
         assetCache.remove()
-        runTask.cancel()
+        if !released.withLock({ $0 }) { link.release() }
     }
 
     /// Ends every connection and subscription, and removes the asset files
@@ -156,8 +193,11 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         listening.stop()
         presence.stop()
         assetCache.remove()
-        runTask.cancel()
-        await runTask.value
+        let release = released.withLock { released in
+            defer { released = true }
+            return !released
+        }
+        if release { await link.release()?.value }
     }
 
     // MARK: - RecordDatabase
@@ -195,16 +235,16 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         let logger = logger
         let result: ZoneCommit.Result
         do {
-            let client = client
+            let link = link
             result = try await withDeadline(serverDeadline, "committing to \(zone)") {
-                try await client.withConnection { connection in
+                try await link.withConnection { connection in
                     try await ZoneCommit(
                         operations: operations, zone: zone, key: key, writer: writer, baseGeneration: base
                     ).run(on: connection, logger: logger)
                 }
             }
         } catch {
-            throw PostgreSQLErrors.mirrorError(error, "committing to \(zone)", zone: zone)
+            throw explainingOtherUsersZone(PostgreSQLErrors.mirrorError(error, "committing to \(zone)", zone: zone), zone)
         }
         if !result.changed.isEmpty {
             listening.deliverOwnCommit(
@@ -238,9 +278,9 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         let key = ZoneKey(zone)
         let logger = logger
         do {
-            let client = client
+            let link = link
             let found = try await withDeadline(serverDeadline, "fetching from \(zone)") {
-                try await client.withConnection { connection in
+                try await link.withConnection { connection in
                     try await RecordRows.zoneAndRecords(key, ids: recordIDs, on: connection, logger: logger)?.1 ?? [:]
                 }
             }
@@ -263,7 +303,7 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     }
 
     private func read(_ zone: ZoneID, since token: ChangeToken?) async throws -> ChangeSet {
-        let (changes, _) = try await PostgreSQLReads.changes(in: zone, since: token, client: client, logger: logger)
+        let (changes, _) = try await PostgreSQLReads.changes(in: zone, since: token, link: link, logger: logger)
         listening.note(changes.token, of: zone)
         return changes
     }
@@ -278,9 +318,9 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         let key = ZoneKey(zone)
         let logger = logger
         do {
-            let client = client
+            let link = link
             let token = try await withDeadline(serverDeadline, "reading the token of \(zone)") {
-                try await client.withConnection { connection in
+                try await link.withConnection { connection in
                     try await ZoneRow.read(key, on: connection, logger: logger)?.token ?? .initial
                 }
             }
@@ -320,7 +360,7 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         let key = ZoneKey(zone)
         let logger = logger
         do {
-            try await client.withTransaction(logger: logger) { connection in
+            try await link.withTransaction(logger: logger) { connection in
                 guard let row = try await ZoneRow.lock(key, on: connection, logger: logger) else { return }
                 try await connection.query(
                     "DELETE FROM magicmirror.records WHERE zone_id = \(row.zoneID) AND fields IS NULL",

@@ -11,13 +11,13 @@ enum PostgreSQLReads {
     ///
     /// - Throws: A ``MirrorError``.
     static func changes(
-        in zone: ZoneID, since token: ChangeToken?, client: PostgresClient, logger: Logger
+        in zone: ZoneID, since token: ChangeToken?, link: ServerLink, logger: Logger
     ) async throws -> (ChangeSet, notifyKey: String?) {
         try zone.validate()
         let key = ZoneKey(zone)
         do {
             return try await withDeadline(serverDeadline, "reading \(zone)") {
-                try await client.withConnection { connection in
+                try await link.withConnection { connection in
                     if zone.scope == .shared {
                         return try await SharedRows.changes(in: zone, since: token, on: connection, logger: logger)
                     }

@@ -199,9 +199,9 @@ enum PostgreSQLSchema {
     ///   what the server answers otherwise (for example ``MirrorError/Kind/permissionDenied``
     ///   when a role that may not create the schema opens a database that has none yet).
     static func migrate(
-        _ client: PostgresClient, logger: Logger
+        _ link: ServerLink, logger: Logger
     ) async throws -> (identifier: String, baseGeneration: Int) {
-        try await client.withTransaction(logger: logger) { connection in
+        try await link.withTransaction(logger: logger) { connection in
             // Every process that opens the database takes the same lock: one migrates,
             // the others then find the schema made.
             try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)

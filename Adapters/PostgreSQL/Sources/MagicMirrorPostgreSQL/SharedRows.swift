@@ -79,11 +79,11 @@ enum SharedRows {
     ///   from another owner (the server refuses to overwrite a share the role cannot see).
     static func share(
         _ ids: [String], in zone: ZoneID, with recipient: String, access: ShareAccess,
-        client: PostgresClient, logger: Logger
+        link: ServerLink, logger: Logger
     ) async throws {
         let key = ZoneKey(zone)
         do {
-            try await client.withTransaction(logger: logger) { connection in
+            try await link.withTransaction(logger: logger) { connection in
                 var found = Set<RecordKey>()
                 let rows = try await connection.query(
                     """
@@ -125,11 +125,11 @@ enum SharedRows {
 
     /// Ends the role's shares of `ids` of `zone` with `recipient`.
     static func revoke(
-        _ ids: [String], in zone: ZoneID, from recipient: String, client: PostgresClient, logger: Logger
+        _ ids: [String], in zone: ZoneID, from recipient: String, link: ServerLink, logger: Logger
     ) async throws {
         let key = ZoneKey(zone)
         do {
-            try await client.query(
+            try await link.client.query(
                 """
                 DELETE FROM magicmirror.shares
                 WHERE owner = \(key.owner) AND record_type = \(key.recordType) AND recipient = \(recipient)

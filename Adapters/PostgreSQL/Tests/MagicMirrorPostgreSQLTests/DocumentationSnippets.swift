@@ -34,4 +34,20 @@ defer { Task { await database.close() } }
 let todos = try await Mirror<Todo>(database: database)
         _ = todos
     }
+
+    /// RunningOnPostgreSQL.md, "Connections, pools and limits".
+    static func roleAsCurrentUser() async throws {
+let database = try await PostgreSQLDatabase(url: "postgres://alice@db.example.com/todos")
+try database.makeRoleTheCurrentUser()                        // UserSession.shared is alice
+let mine = try await Mirror<Todo>(database: database, scope: .private)
+        _ = mine
+    }
+
+    /// RunningOnPostgreSQL.md, "When the server is away".
+    static func offlineStart(replica: URL) async throws {
+let server = try DeferredPostgreSQLDatabase(url: "postgres://alice@db.example.com/todos")
+let replicated = ReplicatedDatabase(local: try JSONFileDatabase(directory: replica), remote: server)
+let todos = try await Mirror<Todo>(database: replicated)   // at once, from the replica
+        _ = todos
+    }
 }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Logging
 @testable import MagicMirrorPostgreSQL
@@ -39,7 +42,7 @@ struct PostgreSQLListeningTests {
                 try await client.query(
                     """
                     SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                    WHERE datname = current_database() AND query ILIKE 'LISTEN%'
+                    WHERE datname = current_database() AND application_name = \(SharedListener.applicationName)
                     """, logger: TestServer.logger)
             }
             let healed = try await stream.waitUntil(timeout: .seconds(30), "the silent change") {
@@ -56,6 +59,60 @@ struct PostgreSQLListeningTests {
                 $0.recordIDs.contains("after")
             }
             #expect(recorder.count == 1, "the outage was reported \(recorder.count) times")
+        }
+    }
+
+    /// A listening backend that stops answering (SIGSTOP: its socket stays open, the kernel
+    /// still acknowledges, nothing else comes) looks alive to TCP; only the check on the
+    /// listening connection notices it. The database reports the outage once, listens on a
+    /// new connection, and pulls what it missed meanwhile.
+    @Test func aListeningBackendThatStopsAnsweringIsNoticedAndReplaced() async throws {
+        try await TestServer.withDatabase { name, opened in
+            let database = try await opened.open(TestServer.url(database: name))
+            let (stream, continuation) = AsyncStream.makeStream(of: RemoteNotification.self)
+            let subscription = try database.subscribe(to: zone) { continuation.yield($0) }
+            defer { subscription.cancel() }
+            let recorder = ErrorNotificationRecorder { $0.message.contains(database.identifier) }
+            defer { recorder.stop() }
+            let other = try await opened.open(TestServer.url(database: name))
+            try await other.commit([save("heard")], to: zone)
+            try await stream.waitUntil(timeout: .seconds(30), "the first commit") { $0.recordIDs.contains("heard") }
+
+            let stopped = try await listeningBackends(of: name)
+            try #require(stopped.count == 1, "listening backends: \(stopped)")
+            #expect(kill(pid_t(stopped[0]), SIGSTOP) == 0)
+            defer { kill(pid_t(stopped[0]), SIGCONT) }
+
+            // Committed while the listener hangs: its notification never reaches the client.
+            try await other.commit([save("while-hung")], to: zone)
+            let errors = try await recorder.waitForErrors(count: 1, timeout: .seconds(60))
+            #expect(errors.first?.kind == .unavailable)
+            #expect(errors.first?.message.contains("checking the listening connection") == true, "\(errors)")
+            try await stream.waitUntil(timeout: .seconds(60), "the commit made while the listener hung") {
+                $0.recordIDs.contains("while-hung")
+            }
+            // A new backend listens; later commits are heard, and the outage was reported once.
+            let replacements = try await listeningBackends(of: name).filter { $0 != stopped[0] }
+            #expect(replacements.count == 1, "listening backends besides the stopped one: \(replacements)")
+            try await other.commit([save("after")], to: zone)
+            try await stream.waitUntil(timeout: .seconds(30), "a commit after the listener was replaced") {
+                $0.recordIDs.contains("after")
+            }
+            #expect(recorder.count == 1, "the outage was reported \(recorder.count) times: \(recorder.errors)")
+        }
+    }
+
+    /// The server processes of database `name` whose session listens for this package.
+    private func listeningBackends(of name: String) async throws -> [Int32] {
+        try await TestServer.withAdmin(database: name) { client in
+            var pids: [Int32] = []
+            let rows = try await client.query(
+                """
+                SELECT pid FROM pg_stat_activity
+                WHERE datname = current_database() AND application_name = \(SharedListener.applicationName)
+                """, logger: TestServer.logger)
+            for try await pid in rows.decode(Int32.self) { pids.append(pid) }
+            return pids
         }
     }
 

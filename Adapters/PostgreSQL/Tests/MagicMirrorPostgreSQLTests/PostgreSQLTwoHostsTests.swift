@@ -118,6 +118,70 @@ struct PostgreSQLTwoHostsTests {
     }
 }
 
+extension PostgreSQLTwoHostsTests {
+    /// A host cut off while the server restarts: after the heal its listening connection is
+    /// a socket the server forgot (`ss -K` stands for a cut that outlasts the restarted
+    /// server's retransmissions), which looks established and hears nothing. The check on
+    /// the listening connection (and TCP keepalive) notices it; the worker's database
+    /// listens again and pulls, so its mirror gets the commits made after the heal.
+    @Test(
+        .enabled(
+            "skipped: hosts need network namespaces, made as root with `ip netns` (iproute2), which this machine does not allow"
+        ) { await HostNetwork.unavailability() == nil },
+        .timeLimit(.minutes(10)))
+    func aListenerWhoseServerRestartedDuringACutHearsCommitsAfterTheHeal() async throws {
+        let network = try await HostNetwork.make(hosts: 1)
+        var workers: [NoteWorker] = []
+        do {
+            try await OwnCluster.with(
+                listen: HostNetwork.serverAddress(toHost: 1), namespace: network.server
+            ) { cluster in
+                let admin = try await PostgreSQLDatabase(url: cluster.socketURL(), environment: [:])
+                defer { Task { await admin.close() } }
+                let worker = try NoteWorker.start(
+                    "host1", in: network.host(1), url: cluster.url(host: HostNetwork.serverAddress(toHost: 1)))
+                workers.append(worker)
+                _ = try await worker.ready()
+                try await commitRetrying(Note(id: "before"), on: admin)
+                try await worker.waitFor([Note(id: "before")])
+
+                try await network.cut(host: 1)
+                // The server forgets the host's sessions; the host hears nothing of it, and
+                // once the restarted server's goodbyes are given up (as after a long cut),
+                // nothing ever tells the host's socket.
+                try await cluster.restart()
+                try await network.forgetSockets(toHost: 1)
+                try await network.heal(host: 1)
+
+                try await commitRetrying(Note(id: "after-heal"), on: admin)
+                try await worker.waitFor([Note(id: "after-heal"), Note(id: "before")])
+            }
+        } catch {
+            for worker in workers { worker.process.kill() }
+            await network.remove()
+            throw error
+        }
+        for worker in workers { worker.process.kill() }
+        await network.remove()
+    }
+
+    /// Commits `note` as a new record, retrying transient failures (the server coming back)
+    /// for up to a minute.
+    private func commitRetrying(_ note: Note, on database: PostgreSQLDatabase) async throws {
+        let operation = RecordOperation.save(
+            note.id, fields: try JSONEncoder().encode(note), baseVersion: 0, timestamp: .testNow())
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            do {
+                try await database.commit([operation], to: .public("Note"))
+                return
+            } catch let error as MirrorError where error.kind.isTransient && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+}
+
 /// A `pg-mirror-worker --interactive` in a network namespace, driven line by line.
 struct NoteWorker: Sendable {
     let name: String

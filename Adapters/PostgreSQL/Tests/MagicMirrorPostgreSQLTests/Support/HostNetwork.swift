@@ -94,6 +94,16 @@ struct HostNetwork: Sendable {
         try await Self.ip(["-n", host(number), "link", "set", Self.hostEnd, "up"])
     }
 
+    /// Makes the server's kernel forget its TCP sockets to host `number` (`ss -K`), as it
+    /// does when a cut outlasts the retransmissions of a restarted server's goodbyes: the
+    /// reset it sends is lost while the link is cut, so the host's end stays established.
+    func forgetSockets(toHost number: Int) async throws {
+        guard let ip = Self.ip else { throw SubprocessError("no ip command") }
+        let (termination, _, errors) = try await Subprocess.run(
+            ip, ["netns", "exec", server, "ss", "-K", "dst", "10.203.\(number).2"], timeout: .seconds(60))
+        guard termination == .exited(0) else { throw SubprocessError("ss -K \(termination): \(errors)") }
+    }
+
     /// Deletes the namespaces (and the veth links in them). Processes still in one keep it
     /// alive without a name until they end.
     func remove() async {

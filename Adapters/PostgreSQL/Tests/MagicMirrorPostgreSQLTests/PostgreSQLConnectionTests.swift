@@ -1,0 +1,233 @@
+import Foundation
+import Logging
+@testable import MagicMirrorPostgreSQL
+import MagicMirror
+import MirrorTesting
+import PostgresNIO
+import Testing
+
+/// The connections a process holds to a server (one listening connection and a small pool,
+/// shared by every database and mirror of the process), and the errors of a connection the
+/// server refuses: each names its cause at once instead of waiting for a deadline.
+@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+struct PostgreSQLConnectionTests {
+    let zone = ZoneID.public("Todo")
+
+    private func save(_ id: String) -> RecordOperation {
+        .save(id, fields: Data(#"{"title":"\#(id)"}"#.utf8), baseVersion: 0, timestamp: .testNow())
+    }
+
+    @Test func manyMirrorsOfManyDatabasesShareThreeConnections() async throws {
+        try await TestServer.withDatabase { name, opened in
+            var databases: [PostgreSQLDatabase] = []
+            for _ in 0..<4 { databases.append(try await opened.open(TestServer.url(database: name))) }
+            let snapshot = databases
+            let mirrors = try await withThrowingTaskGroup(of: Mirror<SampleRecord>.self) { group in
+                for index in 0..<200 {
+                    group.addTask { try await Mirror<SampleRecord>(database: snapshot[index % snapshot.count]) }
+                }
+                var mirrors: [Mirror<SampleRecord>] = []
+                for try await mirror in group { mirrors.append(mirror) }
+                return mirrors
+            }
+            // Every mirror commits at once: the pool is as busy as it gets.
+            for (index, mirror) in mirrors.enumerated() {
+                mirror.dataModel.append(SampleRecord(title: "record \(index)"))
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for mirror in mirrors { group.addTask { try await mirror.flush() } }
+                try await group.waitForAll()
+            }
+            // Every mirror hears every commit (through the one listening connection).
+            for mirror in [mirrors[0], mirrors[101], mirrors[199]] {
+                try await mirror.waitUntil(timeout: .seconds(60), "every record") { $0.count == 200 }
+            }
+            let sessions = try await TestServer.count(
+                """
+                SELECT count(*)::int8 FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                """, database: name)
+            #expect(sessions <= 3, "the process holds \(sessions) sessions")
+            let listening = try await TestServer.count(
+                """
+                SELECT count(*)::int8 FROM pg_stat_activity
+                WHERE datname = current_database() AND application_name = \(SharedListener.applicationName)
+                """, database: name)
+            #expect(listening == 1)
+            withExtendedLifetime(mirrors) {}
+        }
+    }
+
+    @Test func tooManyConnectionsIsReportedAtOnceThenListeningIsRetried() async throws {
+        try await TestServer.withDatabase { name, opened in
+            let admin = try await opened.open(TestServer.url(database: name))
+            try await TestServer.withRoles(["slots"]) { roles in
+                let role = roles[0]
+                try await alterRole(role, limit: 1)
+                // The role's one slot is taken: opening fails at once, in the server's words.
+                let held = try await rawConnection(database: name, role: role)
+                let refusal = await #expect(throws: MirrorError.self) {
+                    _ = try await PostgreSQLDatabase(url: TestServer.url(database: name, role: role), environment: [:])
+                }
+                try? await held.close()
+                #expect(refusal?.kind == .unavailable)
+                #expect(refusal?.message.contains("53300") == true, "\(String(describing: refusal))")
+                #expect(refusal?.message.contains("too many") == true, "\(String(describing: refusal))")
+
+                // Once the slot is free, it opens; its pool takes the slot, so listening is
+                // refused: reported once, with the server's words, and retried until it works.
+                let database = try await openRetrying(TestServer.url(database: name, role: role), opened)
+                let recorder = ErrorNotificationRecorder { $0.message.contains(database.identifier) }
+                defer { recorder.stop() }
+                let (stream, continuation) = AsyncStream.makeStream(of: RemoteNotification.self)
+                let subscription = try database.subscribe(to: zone) { continuation.yield($0) }
+                defer { subscription.cancel() }
+                let errors = try await recorder.waitForErrors(count: 1, timeout: .seconds(60))
+                #expect(errors.first?.message.contains("53300") == true, "\(errors)")
+                try await alterRole(role, limit: 2)
+                try await admin.commit([save("after-slots")], to: zone)
+                try await stream.waitUntil(timeout: .seconds(60), "a commit once a slot is free") {
+                    $0.recordIDs.contains("after-slots")
+                }
+                #expect(recorder.count == 1, "reported \(recorder.count) times: \(recorder.errors)")
+                await database.close()
+            }
+        }
+    }
+
+    @Test func anUnknownRoleFailsAtOnceNamingTheRole() async throws {
+        let role = "nobody_" + UUID().uuidString.prefix(8).lowercased()
+        let error = await #expect(throws: MirrorError.self) {
+            _ = try await PostgreSQLDatabase(url: TestServer.url(database: "postgres", role: role), environment: [:])
+        }
+        #expect(error?.kind == .permissionDenied)
+        #expect(error?.message.contains("no role \(role)") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("does not exist") == true, "\(String(describing: error))")
+    }
+
+    @Test func aPortWhereNothingListensFailsAtOnceSayingSo() async throws {
+        // A port that was free a moment ago: nothing listens there.
+        let port = try freePort()
+        let error = await #expect(throws: MirrorError.self) {
+            _ = try await PostgreSQLDatabase(url: "postgres://mirror@127.0.0.1:\(port)/postgres?sslmode=disable", environment: [:])
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.message.contains("connection refused by 127.0.0.1:\(port)") == true, "\(String(describing: error))")
+    }
+
+    @Test func aServerThatAcceptsAndNeverAnswersFailsAfterTheConnectTimeoutSayingSo() async throws {
+        // A socket that listens and never accepts: the kernel completes the handshake, and
+        // nothing ever answers the start-up message (as from a hung server).
+        let (descriptor, port) = try socketOnFreePort()
+        defer { close(descriptor) }
+        #expect(listen(descriptor, 16) == 0)
+        let error = await #expect(throws: MirrorError.self) {
+            _ = try await PostgreSQLDatabase(url: "postgres://mirror@127.0.0.1:\(port)/postgres?sslmode=disable", environment: [:])
+        }
+        #expect(error?.kind.isTransient == true)
+        // postgres-nio's connect timeout or the start-up's deadline, whichever ends first.
+        #expect(error?.message.contains("127.0.0.1:\(port)") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("no answer") == true, "\(String(describing: error))")
+    }
+
+    @Test func aRoleThatMayNotCreateTheSchemaIsToldWhatToDo() async throws {
+        try await TestServer.withDatabase { name, _ in
+            try await TestServer.withRoles(["newcomer"]) { roles in
+                let error = await #expect(throws: MirrorError.self) {
+                    _ = try await PostgreSQLDatabase(url: TestServer.url(database: name, role: roles[0]), environment: [:])
+                }
+                #expect(error?.kind == .permissionDenied)
+                #expect(error?.message.contains("permission denied for database \(name)") == true, "\(String(describing: error))")
+                #expect(error?.message.contains("GRANT CREATE ON DATABASE \(name) TO \(roles[0])") == true)
+                #expect(error?.message.contains("as the role that should own the schema") == true)
+            }
+        }
+    }
+
+    @Test func privateMirrorsFollowTheConnectedRole() async throws {
+        try await TestServer.withDatabase { name, opened in
+            let admin = try await opened.open(TestServer.url(database: name))
+            try await TestServer.withRoles(["owner"]) { roles in
+                let role = roles[0]
+                let database = try await opened.open(TestServer.url(database: name, role: role))
+                let session = UserSession()
+                // The default user is the process's account, whose private zone is not the role's.
+                #expect(session.user.name != role)
+                let wrong = await #expect(throws: MirrorError.self) {
+                    try await database.commit(
+                        [save("elsewhere")], to: .private("Todo", user: session.user.name))
+                }
+                #expect(wrong?.message.contains("makeRoleTheCurrentUser()") == true, "\(String(describing: wrong))")
+
+                let user = try database.makeRoleTheCurrentUser(of: session)
+                #expect(user.name == role)
+                #expect(session.user.name == role)
+                let mirror = try await Mirror<SampleRecord>(
+                    database: database, scope: .private, configuration: MirrorConfiguration(userSession: session))
+                mirror.dataModel.append(SampleRecord(title: "mine"))
+                try await mirror.flush()
+                let stored = try await admin.fetchAll(in: .private(SampleRecord.recordType, user: role)).records
+                #expect(stored.count == 1)
+                #expect(try database.makeUserSession().user.name == role)
+            }
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func alterRole(_ role: String, limit: Int) async throws {
+        _ = try await TestServer.withAdmin { client in
+            try await client.query(PostgresQuery(unsafeSQL: "ALTER ROLE \(role) CONNECTION LIMIT \(limit)"), logger: TestServer.logger)
+        }
+    }
+
+    /// A connection of the test's own as `role`, outside any pool.
+    private func rawConnection(database name: String, role: String) async throws -> PostgresConnection {
+        let components = URLComponents(string: TestServer.url ?? "")
+        let configuration = PostgresConnection.Configuration(
+            host: components?.host ?? "127.0.0.1", port: components?.port ?? 5432, username: role, password: nil,
+            database: name, tls: .disable)
+        return try await PostgresConnection.connect(configuration: configuration, id: 1, logger: TestServer.logger)
+    }
+
+    /// Opens `url`, retrying transient failures (a session the server has not ended yet)
+    /// for up to a minute.
+    private func openRetrying(_ url: String, _ opened: OpenedDatabases) async throws -> PostgreSQLDatabase {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            do {
+                let database = try await PostgreSQLDatabase(url: url, environment: [:])
+                opened.append(database)
+                return database
+            } catch let error as MirrorError where error.kind.isTransient && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    private func freePort() throws -> Int {
+        let (descriptor, port) = try socketOnFreePort()
+        close(descriptor)
+        return port
+    }
+
+    /// A TCP socket bound to a free port of 127.0.0.1, and the port.
+    private func socketOnFreePort() throws -> (Int32, Int) {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
+            }
+        }
+        guard bound else {
+            close(descriptor)
+            throw MirrorError(.ioFailure, "could not find a free port")
+        }
+        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
+    }
+}
