@@ -9,7 +9,7 @@ import Testing
 /// Assets through `Mirror` in real processes (`pg-mirror-worker --photos`): stored by one,
 /// read by another, kept while a live writer holds them, collected once it died; hostile
 /// asset values and bytes changed on the server.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLAssetProcessTests {
     /// A file of `size` bytes of a pattern that differs for every `seed` and every MiB,
     /// written a MiB at a time; removed by the caller.

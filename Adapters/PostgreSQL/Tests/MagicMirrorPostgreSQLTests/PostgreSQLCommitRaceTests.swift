@@ -7,7 +7,7 @@ import Testing
 
 /// Commits that read their zone, then wait for its row while another transaction changes
 /// the zone: a commit that slipped in between, or a collection that removes an asset.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLCommitRaceTests {
     /// Another writer's commit lands while this commit, which read the record's version
     /// before, waits for the zone's row: this commit must see it and conflict, not

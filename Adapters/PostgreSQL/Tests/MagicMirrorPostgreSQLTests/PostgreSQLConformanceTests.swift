@@ -4,7 +4,7 @@ import Testing
 
 /// The public ``RecordDatabaseConformance`` and ``AssetDatabaseConformance`` suites,
 /// unchanged, on a fresh database of the throwaway server for each check.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLConformanceTests {
     @Test(arguments: RecordDatabaseConformance.checks)
     func conforms(to check: ConformanceCheck) async throws {

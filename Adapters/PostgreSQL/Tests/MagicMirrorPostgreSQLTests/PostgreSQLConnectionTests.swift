@@ -9,7 +9,7 @@ import Testing
 /// The connections a process holds to a server (one listening connection and a small pool,
 /// shared by every database and mirror of the process), and the errors of a connection the
 /// server refuses: each names its cause at once instead of waiting for a deadline.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLConnectionTests {
     let zone = ZoneID.public("Todo")
 

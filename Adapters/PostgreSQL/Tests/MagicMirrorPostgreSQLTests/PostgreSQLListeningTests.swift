@@ -13,7 +13,7 @@ import Testing
 /// `LISTEN`/`NOTIFY` as a hint: a lost connection, a dropped notification or a restarted
 /// server is healed by pulling since the token after reconnecting, and the outage is
 /// reported once.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLListeningTests {
     let zone = ZoneID.public("Todo")
 

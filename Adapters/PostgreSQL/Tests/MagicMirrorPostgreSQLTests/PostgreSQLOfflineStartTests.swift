@@ -7,7 +7,7 @@ import Testing
 /// An app that starts while the server is away: its replica opens at once over a
 /// ``DeferredPostgreSQLDatabase``, says offline, keeps its changes, and pushes them once the
 /// server is there.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLOfflineStartTests {
     @Test(.timeLimit(.minutes(5)))
     func aReplicaOpensOfflineAndPushesOnceTheServerStarts() async throws {

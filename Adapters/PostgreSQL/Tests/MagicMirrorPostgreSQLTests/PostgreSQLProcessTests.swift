@@ -4,7 +4,7 @@ import MagicMirrorPostgreSQL
 import Testing
 
 /// Several real processes (`pg-mirror-worker`) mirroring one zone through the server.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLProcessTests {
     @Test func processesConvergeAndSeeEachChangeOnce() async throws {
         try await TestServer.withDatabase { name, opened in

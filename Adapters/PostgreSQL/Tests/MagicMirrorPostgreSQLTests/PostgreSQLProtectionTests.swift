@@ -11,7 +11,7 @@ import Testing
 /// The threat model of "Running on PostgreSQL", tried as a role connecting directly would:
 /// a schema owned by a role that is not a superuser, three roles (alice, bob, carol), and
 /// `CREATE` on schema `public` granted to every role.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLProtectionTests {
     struct Roles {
         let owner: String, alice: String, bob: String, carol: String

@@ -11,7 +11,7 @@ import Testing
 /// database's mirrors), nullify of to-one and to-many fields, deny, a process that never
 /// opened the referring types, writers racing the delete, a client killed in the middle of
 /// a cascade, private rules, and fields that are not references.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLRelationshipTests {
     private static let timeout = Duration.seconds(60)
 

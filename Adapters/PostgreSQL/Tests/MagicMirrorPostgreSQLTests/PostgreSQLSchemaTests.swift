@@ -8,7 +8,7 @@ import Testing
 
 /// The `magicmirror` schema's migrations: a database made by an older version of the
 /// package is brought up to date in place, and its records keep working.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLSchemaTests {
     let zone = ZoneID.public("Todo")
 

@@ -8,7 +8,7 @@ import Testing
 /// A private mirror with a cipher over PostgreSQL (`InsecureTestCipher`; the adapter does not
 /// depend on a cryptography library): the server stores ciphertext only, and another mirror
 /// with the key reads the values.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLSealedRecordTests {
     struct Note: Recordable, Hashable {
         var id: String

@@ -8,7 +8,7 @@ import Testing
 
 /// The private scope enforced by the server (roles and row-level security), and names that
 /// never reach SQL but as parameters.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLSecurityTests {
     private func save(_ id: String, _ fields: String = #"{"v":1}"#, base: Int = 0) -> RecordOperation {
         .save(id, fields: Data(fields.utf8), baseVersion: base, timestamp: .testNow())

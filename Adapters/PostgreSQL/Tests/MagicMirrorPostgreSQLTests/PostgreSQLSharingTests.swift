@@ -11,7 +11,7 @@ import Testing
 /// `pg-mirror-worker --sharing`) share, edit and revoke; a third role sees nothing, and
 /// hostile SQL from it, or from a recipient past what it was given, reads and changes
 /// nothing.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLSharingTests {
     typealias Note = PostgreSQLTwoHostsTests.Note
 

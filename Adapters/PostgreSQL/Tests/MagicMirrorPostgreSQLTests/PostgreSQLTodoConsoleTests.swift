@@ -5,7 +5,7 @@ import Testing
 
 /// `mirror-todo-postgres` run as a user would, against the test server: mirror-todo's
 /// console on a PostgreSQL database, so that terminals on several machines share a list.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLTodoConsoleTests {
     private func todo(_ arguments: [String], environment: [String: String] = [:]) async throws
         -> (status: Int32, stdout: String, stderr: String)

@@ -9,7 +9,7 @@ import Testing
 /// cut while both sides edit, then healed.
 ///
 /// Needs root and `ip` (iproute2); skipped with the reason otherwise.
-@Suite(.enabled(if: TestServer.isAvailable, TestServer.skipMessage))
+@Suite(.timeLimit(.minutes(10)), .enabled(if: TestServer.isAvailable, TestServer.skipMessage))
 struct PostgreSQLTwoHostsTests {
     /// A note as the workers print and await it.
     struct Note: Codable, Equatable, Sendable {
