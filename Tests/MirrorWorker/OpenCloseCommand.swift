@@ -29,14 +29,15 @@ enum OpenCloseCommand {
         let warmUp = try options.int("warm-up", default: 2_000)
         let how = Cycle(throughMirror: options.flag("mirror"), distinct: options.flag("distinct"))
         try await how.run(directory, times: warmUp, from: 0)
+        // The heap first: its wait opens the dispatch timer (a timerfd) that later waits use.
+        let before = (try residentKiB(), try await LiveHeap.settledBytes())
         let descriptors = try WatcherFDsCommand.openDescriptorCount()
-        let before = (try residentKiB(), try LiveHeap.bytes())
         try await how.run(directory, times: count, from: warmUp)
         _ = try await settledDescriptorCount(atMost: descriptors)
-        let middle = (try residentKiB(), try LiveHeap.bytes())
+        let middle = (try residentKiB(), try await LiveHeap.settledBytes())
         try await how.run(directory, times: count, from: warmUp + count)
         let descriptorsAfter = try await settledDescriptorCount(atMost: descriptors)
-        let after = (try residentKiB(), try LiveHeap.bytes())
+        let after = (try residentKiB(), try await LiveHeap.settledBytes())
         print("\(before.0) \(descriptors) \(middle.0) \(after.0) \(descriptorsAfter) \(before.1) \(middle.1) \(after.1)")
     }
 
@@ -112,6 +113,24 @@ enum LiveHeap {
         #else
         throw WorkerUsageError("the live heap is read from glibc's malloc_info")
         #endif
+    }
+
+    /// The live heap once the tasks that dropped databases leave behind have ended: sampled
+    /// every 50 ms until two samples in a row are within 4 KB (on a loaded machine a mirror's
+    /// tasks end, and free what they hold, a while after its descriptors are closed), for at
+    /// most 10 s. The smallest sample is returned.
+    static func settledBytes() async throws -> Int {
+        let deadline = ContinuousClock.now + .seconds(10)
+        var previous = try bytes()
+        var smallest = previous
+        while ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            let sample = try bytes()
+            smallest = min(smallest, sample)
+            if abs(sample - previous) < 4_096 { break }
+            previous = sample
+        }
+        return smallest
     }
 
     /// From the totals after the last arena: the arenas' memory (`system current`) and the
