@@ -67,8 +67,9 @@ public protocol Recordable: Identifiable, Codable, Sendable, Equatable {
     /// and in Unicode Normalization Form C (it names a directory).
     static var recordType: String { get }
 
-    /// The record's identity in the database, derived from `id` by default for `UUID`
-    /// and `String` ids. Must be a valid name like ``recordType``.
+    /// The record's identity in the database, derived from `id` by default: a `String` id
+    /// as it is, a `UUID` as its `uuidString` (upper case, `"E621E1F8-C36C-495A-93FC-0C247A3E6E5F"`).
+    /// Must be a valid name like ``recordType``.
     var recordID: String { get }
 
     /// The steps that bring records stored by older versions of the type up to date, oldest

@@ -47,8 +47,9 @@ open[0].done = true
         try await changes.wait("two changes") { $0.count >= 2 }
         #expect(changes.items == [.inserted(at: 1), .removed(at: 0)])
 
+let openChanges = open.changes()   // made here: it holds the changes from now on
 let rows = Task {
-    for await change in open.changes() {
+    for await change in openChanges {
         switch change {
         case .inserted(let position): print("insert row", position)
         case .removed(let position): print("delete row", position)
