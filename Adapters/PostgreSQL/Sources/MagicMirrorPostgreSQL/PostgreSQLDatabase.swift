@@ -226,6 +226,7 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     ///   ``MirrorError/Kind/refused`` when a deny rule holds.
     @discardableResult
     public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        try Self.refuseOversizedRecords(operations, in: zone)
         if zone.scope == .shared { return try await commitSharedEdits(operations, to: zone) }
         try RecordOperation.validate(operations, in: zone)
         guard !operations.isEmpty else { return CommitOutcome(results: [], token: try await currentToken(in: zone)) }
@@ -376,3 +377,29 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         }
     }
 }
+
+extension PostgreSQLDatabase {
+    /// The largest record this database commits: 64 MiB of fields, as encoded.
+    ///
+    /// A record travels whole, as one parameter of one statement, and is held several times
+    /// over on its way (the encoded fields, the statement's buffer, the driver's): a 300 MB
+    /// record took the client to 2 GB. Keep large data in assets, which are stored and read
+    /// in pieces (see ``PostgreSQLDatabase/storeAsset(contentsOf:in:)``).
+    public static let maximumRecordSize = 64 << 20
+
+    /// Refuses, before anything is sent, a commit with a record over ``maximumRecordSize``.
+    static func refuseOversizedRecords(_ operations: [RecordOperation], in zone: ZoneID) throws(MirrorError) {
+        let oversized = operations.filter { operation in
+            if case .save(let fields) = operation.action { return fields.count > maximumRecordSize }
+            return false
+        }
+        guard let first = oversized.first, case .save(let fields) = first.action else { return }
+        throw MirrorError(
+            .invalidRecord,
+            "record \(first.recordID) is \(fields.count) bytes, over the \(maximumRecordSize >> 20) MiB a record "
+                + "may have on PostgreSQL: keep large data in an asset (storeAsset), which is stored in pieces; "
+                + "nothing of this commit was stored",
+            recordIDs: oversized.map(\.recordID), recordType: zone.recordType, scope: zone.scope)
+    }
+}
+
