@@ -46,6 +46,9 @@ final class Listening: Sendable {
         var delivered: ChangeToken
         var handlers: [Int: Handler] = [:]
         var due = false
+        /// Whether a notification with this zone's tag made it due (not only one that any
+        /// zone whose key was unknown then may have been concerned by).
+        var dueByTag = false
         var quietUntil: ContinuousClock.Instant?
     }
 
@@ -217,9 +220,9 @@ final class Listening: Sendable {
                     for zone in subscribedZones() { try await pull(zone) }
                     healing = false
                 }
-                while let zone = nextDueZone(at: ContinuousClock.now) {
+                while let (zone, byTag) = nextDueZone(at: ContinuousClock.now) {
                     pulling = zone
-                    try await pull(zone, quietWhenEmpty: true)
+                    try await pull(zone, quietWhenEmpty: true, dueByTag: byTag)
                     pulling = nil
                 }
                 backoff = Self.initialBackoff
@@ -277,27 +280,33 @@ final class Listening: Sendable {
         }
         guard let payload = NotificationPayload(text) else { return false }
         // Digests outside the lock.
-        let concerned = keys.compactMap { zone, key, delivered -> ZoneID? in
-            guard let key else { return zone }
-            return payload.sequence > delivered && payload.isOfZone(withKey: key) ? zone : nil
+        let concerned = keys.compactMap { zone, key, delivered -> (ZoneID, byTag: Bool)? in
+            guard let key else { return (zone, false) }
+            return payload.sequence > delivered && payload.isOfZone(withKey: key) ? (zone, true) : nil
         }
         guard !concerned.isEmpty else { return false }
         state.withLock { state in
-            for zone in concerned { state.entries[zone]?.due = true }
+            for (zone, byTag) in concerned {
+                state.entries[zone]?.due = true
+                if byTag { state.entries[zone]?.dueByTag = true }
+            }
         }
         return true
     }
 
     /// A due zone that is not quiet at `now`, no longer due: the next to pull.
-    private func nextDueZone(at now: ContinuousClock.Instant) -> ZoneID? {
+    private func nextDueZone(at now: ContinuousClock.Instant) -> (ZoneID, byTag: Bool)? {
         state.withLock { state in
             guard let zone = state.entries.first(where: { _, entry in
                 entry.due && (entry.quietUntil.map { $0 <= now } ?? true)
             })?.key else { return nil }
+            let byTag = state.entries[zone]?.dueByTag ?? false
             state.entries[zone]?.due = false
-            return zone
+            state.entries[zone]?.dueByTag = false
+            return (zone, byTag)
         }
     }
+
 
     /// When the first due zone's quiet interval ends.
     private func earliestQuietDue() -> ContinuousClock.Instant? {
@@ -309,7 +318,7 @@ final class Listening: Sendable {
     /// Reads a zone's changes since what its handlers heard and delivers them; with
     /// `quietWhenEmpty` (a pull for a notification), a pull that finds nothing new makes the
     /// zone quiet.
-    private func pull(_ zone: ZoneID, quietWhenEmpty: Bool = false) async throws {
+    private func pull(_ zone: ZoneID, quietWhenEmpty: Bool = false, dueByTag: Bool = false) async throws {
         guard let since = state.withLock({ state in
             state.pulls += 1
             return state.entries[zone]?.delivered
@@ -319,8 +328,13 @@ final class Listening: Sendable {
         let handlers = state.withLock { state -> [Handler] in
             guard var entry = state.entries[zone] else { return [] }
             entry.notifyKey = notifyKey ?? entry.notifyKey
-            // Nothing new: notifications of this zone wait for the quiet interval.
-            entry.quietUntil = quietWhenEmpty && changes.token == since && changes.records.isEmpty
+            // Nothing new: notifications of this zone wait for the quiet interval, when one
+            // with its tag asked for the pull, or when its key is still unknown (every
+            // notification concerns it). A zone made due while its key was unknown and
+            // known by now (a pull since learned it) is not made quiet: that notification
+            // may have been another zone's, and a real change of this one may come next.
+            let toldApart = entry.notifyKey != nil && !dueByTag
+            entry.quietUntil = quietWhenEmpty && !toldApart && changes.token == since && changes.records.isEmpty
                 ? ContinuousClock.now + state.quietInterval : nil
             if changes.isComplete || entry.delivered.generation != changes.token.generation
                 || entry.delivered < changes.token {
