@@ -20,36 +20,19 @@ extension Mirror {
     /// - Returns: Keep it as long as you want calls.
     @MainActor
     public func observeOnMainActor(_ handler: @escaping @MainActor ([Record]) -> Void) -> MirrorCancellable {
-        let wakeup = Wakeup()
-        let (number, first) = core.withLock { engine in
-            let number = engine.delivery.makeNumber()
-            engine.delivery.addObserver(number, wakeup)
-            return (number, engine.delivery.isClosed ? nil : engine.records.array.array)
-        }
-        guard let first else {
-            core.withLock { $0.delivery.removeObserver(number) }
-            return MirrorCancellable {}
-        }
+        guard let (number, wakeup, first) = addRecordsObserver() else { return MirrorCancellable {} }
         handler(first)
         let task = Task { @MainActor [weak self] in
             var delivered = first
             while true {
                 await wakeup.wait()
-                guard !Task.isCancelled, let records = self?.recordsIfOpen() else { return }
+                guard !Task.isCancelled, let records = self?.currentRecords() else { return }
                 if records != delivered {
                     delivered = records
                     handler(records)
                 }
             }
         }
-        return MirrorCancellable { [weak self] in
-            task.cancel()
-            self?.core.withLock { $0.delivery.removeObserver(number) }
-        }
-    }
-
-    /// The records, or `nil` once the mirror is closed.
-    private func recordsIfOpen() -> [Record]? {
-        core.withLock { $0.delivery.isClosed ? nil : $0.records.array.array }
+        return recordsObservation(number, task)
     }
 }

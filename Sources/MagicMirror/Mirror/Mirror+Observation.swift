@@ -85,16 +85,7 @@ extension Mirror {
     ///   whole array, so its cost grows with the number of records.
     /// - Returns: Keep it as long as you want calls.
     public func observe(_ handler: @escaping @Sendable ([Record]) -> Void) -> MirrorCancellable {
-        let wakeup = Wakeup()
-        let (number, first) = core.withLock { engine in
-            let number = engine.delivery.makeNumber()
-            engine.delivery.addObserver(number, wakeup)
-            return (number, engine.delivery.isClosed ? nil : engine.records.array.array)
-        }
-        guard let first else {
-            core.withLock { $0.delivery.removeObserver(number) }
-            return MirrorCancellable {}
-        }
+        guard let (number, wakeup, first) = addRecordsObserver() else { return MirrorCancellable {} }
         // Before the task starts, so that calls never overlap.
         handler(first)
         let task = Task { [weak self] in
@@ -110,7 +101,29 @@ extension Mirror {
                 }
             }
         }
-        return MirrorCancellable { [weak self] in
+        return recordsObservation(number, task)
+    }
+
+    /// Registers an observer of the records: its number, the wake-up it is woken through,
+    /// and the records now; `nil` (and nothing registered) once the mirror is closed. Shared
+    /// by ``observe(_:)`` and ``observeOnMainActor(_:)``.
+    func addRecordsObserver() -> (number: Int, wakeup: Wakeup, first: [Record])? {
+        let wakeup = Wakeup()
+        let (number, first) = core.withLock { engine in
+            let number = engine.delivery.makeNumber()
+            engine.delivery.addObserver(number, wakeup)
+            return (number, engine.delivery.isClosed ? nil : engine.records.array.array)
+        }
+        guard let first else {
+            core.withLock { $0.delivery.removeObserver(number) }
+            return nil
+        }
+        return (number, wakeup, first)
+    }
+
+    /// What ends an observation of the records: its task, and its registration.
+    func recordsObservation(_ number: Int, _ task: Task<Void, Never>) -> MirrorCancellable {
+        MirrorCancellable { [weak self] in
             task.cancel()
             self?.core.withLock { $0.delivery.removeObserver(number) }
         }
@@ -138,7 +151,7 @@ extension Mirror {
         }
     }
 
-    private func currentRecords() -> [Record]? {
+    func currentRecords() -> [Record]? {
         core.withLock { $0.delivery.isClosed ? nil : $0.records.array.array }
     }
 }
