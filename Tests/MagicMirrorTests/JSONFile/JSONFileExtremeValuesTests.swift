@@ -72,5 +72,32 @@ import Testing
         #expect(changed.version == .max)
         #expect(object(changed.fields)?["n"] as? Int == 3)
     }
-}
 
+    /// A journal that another program wrote up to the last commit sequence: the next commit
+    /// is refused with an error that names the zone, and what is stored stays readable,
+    /// where one up from the last sequence trapped.
+    @Test func aZoneAtTheLastSequenceRefusesTheNextCommit() async throws {
+        let directory = try TemporaryDirectory("last-sequence")
+        defer { directory.remove() }
+        let database = try JSONFileDatabase(directory: directory.url)
+        try await database.commit([jsonSave("first", ["n": 1])], to: zone)
+        let journal = try JSONFileTestSupport.journal(in: database.directory(of: zone))
+        let handle = try FileHandle(forWritingTo: journal)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(
+            #"{"seq":9223372036854775807,"op":"save","id":"last","version":1,"clock":"1-0","writer":"w-other","end":true,"fields":{"n":2}}"#
+                .utf8 + [UInt8(ascii: "\n")]))
+        try handle.close()
+
+        let other = try JSONFileDatabase(isolatedDirectory: directory.url)
+        await #expect {
+            try await other.commit([jsonSave("next", ["n": 3])], to: zone)
+        } throws: { error in
+            let error = error as? MirrorError
+            return error?.kind == .refused && error?.message.contains("last commit sequence") == true
+                && error?.recordIDs == ["next"]
+        }
+        let stored = try await other.fetch(["first", "last", "next"], in: zone)
+        #expect(stored.map(\.id) == ["first", "last"])
+    }
+}

@@ -15,6 +15,8 @@ extension JSONFileZone {
         case unchanged([StoredRecord?])
         /// Append these records as commit `sequence`.
         case write(prepared: [StoredRecord?], changed: [StoredRecord], sequence: Int)
+        /// The commit would write but cannot: nothing is written.
+        case refused(MirrorError)
     }
 
     /// Writes one batch under the writers' lock and completes its commits.
@@ -69,6 +71,13 @@ extension JSONFileZone {
                         case .success(let prepared):
                             let changed = prepared.compactMap { $0 }
                             if changed.isEmpty { return .unchanged(prepared) }
+                            // A journal that another program wrote up to the last sequence
+                            // takes no more commits; one up from it trapped.
+                            guard sequence < .max else {
+                                return .refused(MirrorError(
+                                    .refused,
+                                    "zone \(zone) is at the last commit sequence (\(sequence)): it takes no more commits; copy its records into a new zone"))
+                            }
                             sequence += 1
                             return .write(prepared: prepared, changed: changed, sequence: sequence)
                         }
@@ -196,6 +205,8 @@ extension JSONFileZone {
             switch plan {
             case .conflict(let outcome):
                 applied.results.append(.success(outcome))
+            case .refused(let error):
+                applied.results.append(.failure(error.adding(recordIDs: operations.map(\.recordID))))
             case .unchanged(let prepared):
                 applied.results.append(.success(state.outcome(for: prepared, of: operations)))
             case .write(let prepared, let changed, let sequence):
@@ -217,6 +228,7 @@ extension JSONFileZone {
             let operations = requests[index].operations
             switch plan {
             case .conflict(let outcome): return .success(outcome)
+            case .refused(let refusal): return .failure(refusal.adding(recordIDs: operations.map(\.recordID)))
             case .unchanged(let prepared): return .success(state.outcome(for: prepared, of: operations))
             case .write: return .failure(error.adding(recordIDs: operations.map(\.recordID)))
             }
