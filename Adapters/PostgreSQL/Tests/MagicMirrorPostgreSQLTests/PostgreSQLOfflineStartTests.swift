@@ -1,6 +1,7 @@
 import Foundation
 @testable import MagicMirrorPostgreSQL
 import MagicMirror
+import MirrorTestSupport
 import MirrorTesting
 import Testing
 
@@ -46,6 +47,63 @@ struct PostgreSQLOfflineStartTests {
             await server.close()
             await remote.close()
             withExtendedLifetime(mirror) {}
+        }
+    }
+
+    /// The same with real processes: an app starts while the server is away, edits, is
+    /// SIGKILLed, starts offline again from its replica and edits more; once the server is
+    /// up, every edit of both runs reaches the server and a mirror of it.
+    @Test(.timeLimit(.minutes(8)))
+    func anAppKilledWhileOfflineConvergesOnceTheServerStarts() async throws {
+        try await OwnCluster.with { cluster in
+            try await cluster.kill()
+            let replica = FileManager.default.temporaryDirectory
+                .appendingPathComponent("magicmirror-offline-process-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: replica) }
+            func startApp() async throws -> NoteWorker {
+                let process = try Subprocess(
+                    PackageExecutable.url("pg-mirror-worker"),
+                    ["--offline-first", cluster.url(), replica.path], standardInput: true)
+                let app = NoteWorker(name: "offline app", process: process)
+                _ = try await app.ready()
+                return app
+            }
+
+            let first = try await startApp()
+            defer { first.process.kill() }
+            #expect(try await first.send("status").hasPrefix("ok offline"))
+            try await first.send("append n1")
+            try await first.send("set n1 title before-kill")
+            try await first.send("flush") // in the replica's journal and outbox
+            first.process.kill()
+            _ = try await first.process.wait(timeout: .seconds(60))
+
+            let second = try await startApp()
+            defer { second.process.kill() }
+            try await second.waitFor([PostgreSQLTwoHostsTests.Note(id: "n1", title: "before-kill")])
+            try await second.send("append n2")
+            try await second.send("set n2 count 2")
+            try await second.send("flush")
+            let status = try await second.send("status").split(separator: " ")
+            #expect(status.count == 3 && status[1] == "offline" && (Int(status[2]) ?? 0) >= 2, "\(status)")
+
+            try await cluster.startAgain()
+            try await second.send("pushed")
+            let expected = [
+                PostgreSQLTwoHostsTests.Note(id: "n1", title: "before-kill"),
+                PostgreSQLTwoHostsTests.Note(id: "n2", count: 2),
+            ]
+            let reader = NoteWorker(
+                name: "reader",
+                process: try Subprocess(
+                    PackageExecutable.url("pg-mirror-worker"), ["--interactive", cluster.url()], standardInput: true))
+            defer { reader.process.kill() }
+            _ = try await reader.ready()
+            try await reader.waitFor(expected)
+            let server = try await PostgreSQLDatabase(url: cluster.url(), environment: [:])
+            let stored = try await server.fetchAll(in: .public("Note")).records
+            #expect(stored.map(\.id).sorted() == ["n1", "n2"])
+            await server.close()
         }
     }
 }

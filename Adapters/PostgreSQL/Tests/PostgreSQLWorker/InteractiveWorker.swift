@@ -30,9 +30,15 @@ struct Note: Recordable {
 ///     flush                  `flush()`: its error, if it throws
 ///     share ID USER ACCESS   shares a note of a private mirror (ACCESS: readOnly, readWrite)
 ///     revoke ID USER         ends that share
+///     status                 (offline-first) the replica's phase and pending changes
+///     pushed                 (offline-first) waits until online with nothing pending
 ///
 /// `pg-mirror-worker --sharing URL private|shared`: the same, on the private or shared zone
 /// of the URL's role.
+///
+/// `pg-mirror-worker --offline-first URL REPLICA-DIRECTORY`: the same on a replica over a
+/// ``DeferredPostgreSQLDatabase``, as an app that must start while the server is away does:
+/// ready at once, whether or not the server answers.
 enum InteractiveWorker {
     /// How long a waiting command waits.
     static let timeout = Duration.seconds(240)
@@ -54,6 +60,32 @@ enum InteractiveWorker {
         answer("ok ready \(database.writerID)")
         await serve { line in try await perform(line, on: mirror) }
         await server.close()
+    }
+
+    static func runOfflineFirst(url: String, replica: String) async throws {
+        let remote = try DeferredPostgreSQLDatabase(url: url)
+        let database = ReplicatedDatabase(
+            local: try JSONFileDatabase(directory: URL(fileURLWithPath: replica)), remote: remote,
+            retryDelay: .milliseconds(100), maximumRetryDelay: .seconds(1))
+        let mirror = try await Mirror<Note>(
+            database: database,
+            configuration: MirrorConfiguration(retryDelay: .milliseconds(100), maximumRetryDelay: .seconds(1)))
+        answer("ok ready \(database.writerID)")
+        await serve { line in
+            switch line {
+            case "status":
+                let status = database.status
+                return "ok \(status.phase) \(status.pendingChanges)"
+            case "pushed":
+                try await database.statusUpdates.waitUntil(timeout: timeout, "online with nothing pending") {
+                    $0.phase == .online && $0.pendingChanges == 0
+                }
+                return "ok"
+            default:
+                return try await perform(line, on: mirror)
+            }
+        }
+        await remote.close()
     }
 
     /// Answers each line of standard input with `perform`'s answer, or `error …` when it

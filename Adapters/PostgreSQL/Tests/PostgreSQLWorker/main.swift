@@ -7,7 +7,8 @@
 //   pg-mirror-worker URL NAME COUNT WORKER-NAMES (comma separated)
 //
 // `pg-mirror-worker --interactive URL [REPLICA-DIRECTORY]`, `pg-mirror-worker --sharing URL
-// private|shared` and `pg-mirror-worker --photos URL` are mirrors driven from standard input
+// private|shared`, `pg-mirror-worker --offline-first URL REPLICA-DIRECTORY` and
+// `pg-mirror-worker --photos URL` are mirrors driven from standard input
 // instead (InteractiveWorker.swift, PhotoWorker.swift); `pg-mirror-worker --delete-author URL
 // ID` deletes one author (DeleteAuthorWorker.swift).
 import Foundation
@@ -33,6 +34,15 @@ if arguments.count >= 3, arguments[1] == "--interactive" {
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("pg-mirror-worker --interactive: \(error)\n".utf8))
+        exit(1)
+    }
+}
+if arguments.count == 4, arguments[1] == "--offline-first" {
+    do {
+        try await InteractiveWorker.runOfflineFirst(url: arguments[2], replica: arguments[3])
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("pg-mirror-worker --offline-first: \(error)\n".utf8))
         exit(1)
     }
 }
