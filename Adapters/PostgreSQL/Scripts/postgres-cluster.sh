@@ -10,6 +10,7 @@
 # Run as root, the server runs as an unprivileged user (postgres, else nobody): PostgreSQL
 # refuses to run as root. It listens on DIR/sockets and on a free port of LISTEN (default
 # 127.0.0.1), with trust authentication: a cluster for tests, never for data that matters.
+# MAX_CONNECTIONS sets the server's max_connections (default 300; PostgreSQL's own is 100).
 # PostgreSQL is installed with apt-get when missing (as root).
 set -euo pipefail
 
@@ -68,7 +69,7 @@ start() {
 listen_addresses = '${LISTEN:-127.0.0.1}'
 port = $port
 unix_socket_directories = '$DIR/sockets'
-max_connections = 300
+max_connections = ${MAX_CONNECTIONS:-300}
 CONF
         if [ -n "${LISTEN:-}" ]; then
             echo "host all all 0.0.0.0/0 trust" >>"$DATA/pg_hba.conf"

@@ -70,6 +70,12 @@ enum PostgreSQLErrors {
     /// Too many connections and a refused or silent port are transient
     /// (``MirrorError/Kind/unavailable``: the mirror retries with backoff); an unknown
     /// role, a refused password or a missing database are not.
+    /// Whether `refusal` (from ``connectionRefusal(_:to:)``) says the server has too many
+    /// connections (SQLSTATE 53300).
+    static func isTooManyConnections(_ refusal: MirrorError) -> Bool {
+        (refusal.underlying as? PSQLError)?.serverInfo?[.sqlState] == "53300"
+    }
+
     static func connectionRefusal(_ error: any Error, to link: ServerLink) -> MirrorError {
         if let error = error as? MirrorError { return error }
         let server = link.serverName

@@ -18,7 +18,14 @@ import Synchronization
 /// A lease from the pool that waits (``diagnosisDelay``) makes the link try a connection of
 /// its own (``diagnose()``): when the server refuses it (too many connections, an unknown
 /// role, nothing listening on the port), the waiting operation fails at once with that
-/// cause instead of waiting for its deadline, since the pool only retries in silence.
+/// cause instead of waiting for its deadline, since the pool only retries in silence; when
+/// the refusal is for too many connections and the listening connection is up, the
+/// operation waits for that one instead.
+///
+/// Work goes first to the listening connection when it is up and free
+/// (``SharedListener/withListeningConnection(wait:_:)``), to the pool otherwise; pooled
+/// connections close after ``idleTimeout`` unused. A process that is not busy then holds
+/// its listening connection only, and under load no more than its pool and that one.
 final class ServerLink: Sendable {
     /// What makes two configurations the same link; the password only ever stays in memory.
     struct Key: Hashable, Sendable {
@@ -31,6 +38,8 @@ final class ServerLink: Sendable {
 
     /// How many pooled connections a link opens at most unless told otherwise.
     static let defaultMaximumConnections = 2
+    /// How long a pooled connection stays open unused (postgres-nio's default is 60 s).
+    static let idleTimeout = Duration.seconds(10)
     /// How long a lease may wait before the link checks that the server accepts connections.
     static let diagnosisDelay = Duration.milliseconds(500)
     /// TCP keepalive of dedicated connections: idle time before the first probe, interval
@@ -84,6 +93,7 @@ final class ServerLink: Sendable {
             }
             var configuration = configuration
             configuration.options.maximumConnections = max(1, maximumConnections)
+            configuration.options.connectionIdleTimeout = Self.idleTimeout
             let link = ServerLink(key: key, configuration: configuration, tlsMode: tlsMode, logger: logger)
             links[key] = (link, 1)
             return link
@@ -118,11 +128,13 @@ final class ServerLink: Sendable {
 
     // MARK: - The pool
 
-    /// Runs `body` on a pooled connection; fails at once when the server refuses new
-    /// connections while the lease waits.
+    /// Runs `body` on the listening connection when it is free, else on a pooled connection;
+    /// fails at once when the server refuses new connections while the lease waits, unless
+    /// it refuses for too many and the listening connection is up.
     func withConnection<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
+        if let result = try await listener.withListeningConnection(wait: false, body) { return result }
         let lease = Lease()
         let client = client
         let work = Task {
@@ -151,8 +163,12 @@ final class ServerLink: Sendable {
                 work.cancel()
             }
         } catch {
-            if let refusal = lease.refusal { throw refusal }
-            throw error
+            guard let refusal = lease.refusal else { throw error }
+            if PostgreSQLErrors.isTooManyConnections(refusal),
+               let result = try await listener.withListeningConnection(wait: true, body) {
+                return result
+            }
+            throw refusal
         }
     }
 

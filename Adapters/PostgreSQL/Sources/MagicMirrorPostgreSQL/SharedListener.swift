@@ -1,5 +1,5 @@
 import Logging
-import MagicMirror
+@_spi(DatabaseImplementation) import MagicMirror
 import PostgresNIO
 import Synchronization
 
@@ -22,12 +22,22 @@ import Synchronization
 /// every member it was lost (each reports the outage once), and connects again with
 /// backoff; once listening again it tells every member, and each pulls its zones since its
 /// tokens.
+///
+/// While it listens, the connection also serves the link's work
+/// (``withListeningConnection(wait:_:)``): whenever it is free, and, when the server refuses
+/// the pool a connection, after the work before. A process that is not busy then holds this
+/// one connection only (its pool's close when idle), and as many processes as the server has
+/// connections for can work.
 final class SharedListener: Sendable {
     /// How often the listening connection is checked.
     static let checkInterval = Duration.seconds(2)
     /// How long the check may wait for its answer: a dead connection is noticed within
     /// ``checkInterval`` + ``checkDeadline``.
     static let checkDeadline = Duration.seconds(4)
+    /// How long the check may wait for its answer while work runs on the connection (see
+    /// ``withListeningConnection(wait:_:)``), whose answer it waits behind: work that takes
+    /// longer without a word from the server fails with the connection, and is retried.
+    static let lentCheckDeadline = Duration.seconds(8)
     /// The name of the listening connection in `pg_stat_activity.application_name`.
     static let applicationName = "magicmirror-listen"
 
@@ -35,9 +45,37 @@ final class SharedListener: Sendable {
         var members: [ObjectIdentifier: Listening] = [:]
         var task: Task<Void, Never>?
         var connected = false
+        /// The connection while it listens.
+        var connection: PostgresConnection?
     }
 
     private let state = Mutex(State())
+    /// One use of the connection at a time (see ``withListeningConnection(_:)``).
+    private let gate = AsyncGate()
+    /// Uses of the connection under way: its check waits for them rather than closing it.
+    private let lent = Atomic<Int>(0)
+
+    /// Runs `body` on the listening connection, one body at a time, when it listens now;
+    /// returns `nil` at once when it does not, or, unless `wait`, when another body runs.
+    ///
+    /// A transaction on this connection delays its notifications until it ends (the server
+    /// sends none inside a transaction); the connection's check waits ``lentCheckDeadline``
+    /// for its answer while a body runs.
+    func withListeningConnection<Result: Sendable>(
+        wait: Bool, _ body: @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result? {
+        guard state.withLock({ $0.connection != nil }) else { return nil }
+        if wait {
+            await gate.acquire()
+        } else if !gate.tryAcquire() {
+            return nil
+        }
+        defer { gate.release() }
+        guard let connection = state.withLock({ $0.connection }) else { return nil }
+        lent.add(1, ordering: .relaxed)
+        defer { lent.subtract(1, ordering: .relaxed) }
+        return try await body(connection)
+    }
 
     /// Adds `member`; starts listening on `link` with the first.
     func register(_ member: Listening, on link: ServerLink) {
@@ -56,7 +94,7 @@ final class SharedListener: Sendable {
         let task = state.withLock { state -> Task<Void, Never>? in
             state.members[ObjectIdentifier(member)] = nil
             guard state.members.isEmpty else { return nil }
-            state.connected = false
+            (state.connected, state.connection) = (false, nil)
             defer { state.task = nil }
             return state.task
         }
@@ -67,7 +105,7 @@ final class SharedListener: Sendable {
     func stop() {
         let task = state.withLock { state in
             state.members = [:]
-            state.connected = false
+            (state.connected, state.connection) = (false, nil)
             defer { state.task = nil }
             return state.task
         }
@@ -96,7 +134,7 @@ final class SharedListener: Sendable {
                 throw MirrorError(.unavailable, "the server ended the notification connection")
             } catch {
                 let wasListening = state.withLock { state in
-                    defer { state.connected = false }
+                    defer { (state.connected, state.connection) = (false, nil) }
                     return state.connected
                 }
                 if wasListening { backoff = Listening.initialBackoff }
@@ -113,7 +151,7 @@ final class SharedListener: Sendable {
     private func listen(on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.listen(on: NotificationPayload.channel) { notifications in
             let joined = state.withLock { state -> [Listening] in
-                state.connected = true
+                (state.connected, state.connection) = (true, connection)
                 return Array(state.members.values)
             }
             for member in joined { member.connected() }
@@ -125,7 +163,7 @@ final class SharedListener: Sendable {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         do {
-                            try await Self.check(connection, traffic: traffic, logger: logger)
+                            try await Self.check(connection, traffic: traffic, isLent: { self.lent.load(ordering: .relaxed) > 0 }, logger: logger)
                         } catch {
                             checkFailure.error.withLock { $0 = error }
                             throw error
@@ -149,15 +187,19 @@ final class SharedListener: Sendable {
 
     /// Runs `SELECT 1` every ``checkInterval`` until one fails, or goes unanswered for
     /// ``checkDeadline`` while nothing else arrives either (an answer queued behind a flood
-    /// of notifications is late, but the server is there); then closes the connection
-    /// (which ends its notifications) and throws.
-    private static func check(_ connection: PostgresConnection, traffic: Traffic, logger: Logger) async throws {
+    /// of notifications is late, but the server is there), or for ``lentCheckDeadline`` while
+    /// work runs on the connection (the check's answer waits behind it); then closes the
+    /// connection (which ends its notifications and fails that work) and throws.
+    private static func check(
+        _ connection: PostgresConnection, traffic: Traffic, isLent: @Sendable () -> Bool, logger: Logger
+    ) async throws {
         while true {
             try await Task.sleep(for: checkInterval)
             let answer = Task {
                 for try await _ in try await connection.query("SELECT 1", logger: logger) {}
             }
             defer { answer.cancel() }
+            let asked = ContinuousClock.now
             while true {
                 do {
                     try await withDeadline(checkDeadline, "checking the listening connection") {
@@ -167,7 +209,8 @@ final class SharedListener: Sendable {
                 } catch {
                     if Task.isCancelled { throw CancellationError() }
                     if let error = error as? MirrorError, error.kind == .timedOut,
-                       traffic.heard(within: checkDeadline) {
+                       traffic.heard(within: checkDeadline)
+                        || (isLent() && ContinuousClock.now - asked < lentCheckDeadline) {
                         continue
                     }
                     try? await connection.close()

@@ -74,7 +74,10 @@ struct PostgreSQLListeningTests {
             defer { subscription.cancel() }
             let recorder = ErrorNotificationRecorder { $0.message.contains(database.identifier) }
             defer { recorder.stop() }
-            let other = try await opened.open(TestServer.url(database: name))
+            // Another process's writes: another endpoint (localhost, not 127.0.0.1), so not the
+            // connections of `database`'s link, whose listening connection also serves its work.
+            let other = try await opened.open(
+                TestServer.url(database: name).replacingOccurrences(of: "127.0.0.1", with: "localhost"))
             try await other.commit([save("heard")], to: zone)
             try await stream.waitUntil(timeout: .seconds(30), "the first commit") { $0.recordIDs.contains("heard") }
 

@@ -46,12 +46,29 @@ struct PostgreSQLProcessTests {
         }
     }
 
-    /// Starts three workers, runs `meanwhile` (if any) while they work, and returns each
-    /// worker's output line once all have exited.
+    /// More processes than the server has connections for their pools: each needs one
+    /// connection, its listening one, which serves its commits and reads while the server
+    /// refuses the pool more (as 90 processes on a server of PostgreSQL's default 100
+    /// connections do, here scaled down: 10 processes, 12 connections, a pool of 2 each).
+    @Test func processesOutnumberingTheServersConnectionsConverge() async throws {
+        try await OwnCluster.with(maxConnections: 12) { cluster in
+            let opened = OpenedDatabases()
+            _ = try await opened.open(cluster.url())
+            for database in opened.all { await database.close() }
+            let names = (1...10).map { "p\($0)" }
+            let results = try await runWorkers(url: cluster.url(), count: 4, names: names)
+            for result in results {
+                #expect(result.contains(#""converged":true"#), "\(result)")
+            }
+        }
+    }
+
+    /// Starts the workers `names`, runs `meanwhile` (if any) while they work, and returns
+    /// each worker's output line once all have exited.
     private func runWorkers(
-        url: String, count: Int, meanwhile: (@Sendable () async throws -> Void)? = nil
+        url: String, count: Int, names: [String] = ["a", "b", "c"],
+        meanwhile: (@Sendable () async throws -> Void)? = nil
     ) async throws -> [String] {
-        let names = ["a", "b", "c"]
         return try await withThrowingTaskGroup(of: String.self) { group in
             for worker in names {
                 group.addTask {

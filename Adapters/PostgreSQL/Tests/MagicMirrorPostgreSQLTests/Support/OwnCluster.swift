@@ -24,11 +24,14 @@ struct OwnCluster: Sendable {
     ///   - listen: The addresses the server listens on (comma separated), instead of
     ///     127.0.0.1; any client may then connect (trust authentication).
     ///   - namespace: The network namespace to run the server in.
-    static func start(listen: String? = nil, namespace: String? = nil) async throws -> OwnCluster {
+    ///   - maxConnections: The server's `max_connections` (300 unless given).
+    static func start(listen: String? = nil, namespace: String? = nil, maxConnections: Int? = nil) async throws -> OwnCluster {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("magicmirror-cluster-\(UUID().uuidString)").path
-        let output = try await run(
-            ["start", directory], environment: listen.map { ["LISTEN": $0] } ?? [:], namespace: namespace)
+        var environment: [String: String] = [:]
+        environment["LISTEN"] = listen
+        environment["MAX_CONNECTIONS"] = maxConnections.map(String.init)
+        let output = try await run(["start", directory], environment: environment, namespace: namespace)
         guard let port = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw MirrorError(.unavailable, "postgres-cluster.sh start printed \(output)")
         }
@@ -81,9 +84,10 @@ struct OwnCluster: Sendable {
 extension OwnCluster {
     /// Runs `body` with a cluster of its own, removed afterwards whatever happens.
     static func with<Result: Sendable>(
-        listen: String? = nil, namespace: String? = nil, _ body: (OwnCluster) async throws -> Result
+        listen: String? = nil, namespace: String? = nil, maxConnections: Int? = nil,
+        _ body: (OwnCluster) async throws -> Result
     ) async throws -> Result {
-        let cluster = try await start(listen: listen, namespace: namespace)
+        let cluster = try await start(listen: listen, namespace: namespace, maxConnections: maxConnections)
         do {
             let result = try await body(cluster)
             await cluster.remove()
