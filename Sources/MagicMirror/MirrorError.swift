@@ -120,7 +120,9 @@ public struct MirrorError: Error, Sendable, CustomStringConvertible {
         public static let unsupported = Kind(.unsupported)
         /// The database refused a change by a rule of its own, for every writer alike (for
         /// example a delete that a relationship's delete rule denies, or an edit of a record
-        /// shared read-only). Nothing of the commit was stored.
+        /// shared read-only), or a mirror refused an edit that would overwrite a stored record
+        /// it skips because it does not decode (see ``Mirror/skippedRecords``). Nothing of the
+        /// commit was stored.
         ///
         /// A mirror drops the refused changes, the records named in ``MirrorError/recordIDs``,
         /// and shows them as stored again: the error is reported once, and the `flush()` calls

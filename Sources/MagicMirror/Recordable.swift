@@ -49,7 +49,11 @@ import Foundation
 ///   ``Mirror/lastError`` and as a `.mirrorError` notification);
 /// - in debug builds, writes one line about the records skipped to standard error.
 ///
-/// It is left untouched in the database and loads once a migration makes it decode. Open
+/// It is left untouched in the database and loads once a migration makes it decode. The
+/// mirror never overwrites it: appending a record with its id (an older version of the app
+/// creating a default record that a newer version already stored, say) is refused, reported
+/// as ``MirrorError/Kind/refused`` naming the id, and the stored record survives;
+/// ``Mirror/discardSkippedRecord(recordID:)`` deletes it on purpose, to replace it. Open
 /// with ``MirrorConfiguration/undecodableRecords`` set to ``UndecodableRecordPolicy/fail`` to
 /// make opening throw instead:
 ///

@@ -9,7 +9,9 @@ extension Mirror {
     /// conflict policy, which may drop it in favour of another writer's change).
     ///
     /// Changes waiting for a retry are tried again at once, including those put on hold
-    /// after a failure that retrying cannot fix.
+    /// after a failure that retrying cannot fix. Such a change that fails again the same way
+    /// (same kind and message) makes the flush throw, but is not reported again (as a
+    /// notification, on ``errors()``): it is the failure already reported.
     ///
     /// ```swift
     /// mirror.dataModel.append(todo)

@@ -36,6 +36,23 @@ extension Mirror {
             return .keepStored(current, decoded: nil, problem: nil)
         }
 
+        // A record created here met a stored record with its id that does not decode: data
+        // this version of `Record` cannot read (another version of the app wrote it), which
+        // no policy may overwrite unseen, and the local value must not be lost either. The
+        // change is held and reported; see `Mirror.skippedRecords` for the ways out.
+        if entry.isCreation, case .failure(let problem) = Result(catching: { try schema.decode(remoteFields) }) {
+            return .hold(MirrorError(
+                .conflict,
+                "the new record \(entry.recordID) of \(zone) was not saved: a stored record with this id, saved "
+                    + "by another writer, does not decode as \(Record.self) (\(problem)), and saving would overwrite "
+                    + "data this version of \(Record.self) cannot read. The change stays pending and the stored "
+                    + "record is kept. To keep the stored record, call discardPendingChange(recordID:) (it is then "
+                    + "listed in Mirror.skippedRecords); to replace it on purpose, call discardPendingChange(recordID:), "
+                    + "then discardSkippedRecord(recordID:), and add the record again",
+                recordIDs: [entry.recordID], recordType: zone.recordType, scope: zone.scope,
+                underlying: StoredRecordProblem.underlying(of: problem)))
+        }
+
         // Every side in the mirror's schema version, so that a migrated field compares
         // equal to the stored one it came from; the local side keeps the fields its base
         // had that the type does not know.

@@ -40,6 +40,71 @@ extension Mirror {
         return stream
     }
 
+    /// The record with `recordID` as soon as ``dataModel`` shows one: at once when it does
+    /// already, otherwise when it arrives (saved by another writer or process and pulled,
+    /// or added by this process).
+    ///
+    /// For an app that is handed an id before the record reaches it (a link to a note just
+    /// created on another device, a record another process is about to save):
+    ///
+    /// ```swift
+    /// let note = try await notes.waitForRecord(withID: sharedID, timeout: .seconds(30))
+    /// ```
+    ///
+    /// It only watches: nothing is fetched or pulled for it, and it waits without polling,
+    /// checking again after each change of the mirror. To wait until your own changes are
+    /// stored, call ``flush()``; to follow a record's later values, ``changes()`` or
+    /// ``observe(_:)``.
+    ///
+    /// - Parameters:
+    ///   - recordID: The id of the record to wait for.
+    ///   - timeout: How long to wait at most; `nil` (the default) waits until the calling
+    ///     task is cancelled.
+    /// - Returns: The record, as ``dataModel`` shows it when it is found.
+    /// - Throws: ``MirrorError/Kind/timedOut`` when no record with this id was shown in
+    ///   time; ``MirrorError/Kind/decodingFailed`` (the error of ``skippedRecords``) as soon
+    ///   as the stored record with this id is one the mirror skips because it does not
+    ///   decode; ``MirrorError/Kind/cancelled`` when the calling task is cancelled.
+    public func waitForRecord(withID recordID: String, timeout: Duration? = nil) async throws -> Record {
+        // The record shown, or the error of the stored record when the mirror skips it.
+        let found = { [core] () -> Result<Record, MirrorError>? in
+            core.withLock { engine in
+                if let record = engine.records[recordID] { return .success(record) }
+                guard engine.isSkipped(recordID) else { return nil }
+                return engine.reportedUndecodable[recordID].map { .failure($0.error) }
+            }
+        }
+        if let result = found() { return try result.get() }
+        // Each step of the mirror signals; the record is read on this task after the signal,
+        // so none is missed however the signals coalesce.
+        let (signals, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let registration = observeState { continuation.yield() }
+        defer { registration.cancel() }
+        continuation.yield()
+        let timer = timeout.map { timeout in
+            Task {
+                try? await Task.sleep(for: timeout)
+                continuation.finish()
+            }
+        }
+        defer { timer?.cancel() }
+        for await _ in signals {
+            if let result = found() { return try result.get() }
+        }
+        if let result = found() { return try result.get() }
+        let zone = self.zone
+        if Task.isCancelled {
+            throw MirrorError(
+                .cancelled, "the wait for record \(recordID) of \(zone) was cancelled",
+                recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope)
+        }
+        throw MirrorError(
+            .timedOut,
+            "record \(recordID) did not reach the mirror of \(zone) within \(timeout.map { "\($0)" } ?? "the wait"): "
+                + "no writer saved it there yet (or it was saved in another zone: another record type, scope or user)",
+            recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope)
+    }
+
     /// A new sequence of every failure the mirror reports from now on, until the mirror is
     /// deallocated (when the sequence ends).
     ///

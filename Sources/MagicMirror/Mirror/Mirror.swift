@@ -317,6 +317,11 @@ public final class Mirror<Record: Recordable>: Sendable {
     /// // mirror.dataModel.count == 1, its title is "Call Bob"
     /// ```
     ///
+    /// The exception is an id of one of ``skippedRecords``, stored records that do not decode
+    /// as `Record` and so are not in the array: a record added with such an id is refused
+    /// rather than overwrite data this version of `Record` cannot read. It leaves the array
+    /// at once and the refusal is reported (see ``skippedRecords``).
+    ///
     /// > Important: Mutate it synchronously. The mirror is locked while a mutation runs, so
     /// > other threads wait for it. From inside the mutation (for example in a
     /// > `removeAll(where:)` predicate) you may read the mirror's other properties
@@ -385,19 +390,106 @@ extension Mirror {
     /// decode as `Record`, in the order of their ids' bytes.
     ///
     /// Each was reported once as ``MirrorError/Kind/decodingFailed`` and is left untouched
-    /// in the database. A record leaves the list when it is deleted or a version of it that
-    /// decodes arrives (saved by another writer, or by this mirror: appending a record with
-    /// its id replaces it). Opening a mirror with ``MirrorConfiguration/undecodableRecords``
-    /// set to ``UndecodableRecordPolicy/fail`` throws instead of skipping them.
+    /// in the database. A record leaves the list when it is deleted (by another writer, or
+    /// by ``discardSkippedRecord(recordID:)``) or when a version of it that decodes arrives
+    /// (saved by another writer). Opening a mirror with
+    /// ``MirrorConfiguration/undecodableRecords`` set to ``UndecodableRecordPolicy/fail``
+    /// throws instead of skipping them.
     ///
     /// ```swift
     /// for skipped in notes.skippedRecords {
     ///     print(skipped.recordID, skipped.error.message)
     /// }
     /// ```
+    ///
+    /// ### Adding a record with a skipped record's id
+    ///
+    /// The mirror never overwrites a skipped record by itself: its stored fields are data
+    /// this version of `Record` cannot read (a newer version of the app wrote them, say).
+    /// Appending or inserting a record whose id is that of a skipped record is refused: the
+    /// new value leaves ``dataModel`` at once, the stored record stays as it is, and the
+    /// refusal is reported once as ``MirrorError/Kind/refused`` (as a `.mirrorError`
+    /// notification, on ``errors()`` and as ``lastError``) naming the id; the next
+    /// ``flush()`` throws it. To replace the record on purpose, discard it first:
+    ///
+    /// ```swift
+    /// if notes.skippedRecords.contains(where: { $0.recordID == "settings" }) {
+    ///     try await notes.discardSkippedRecord(recordID: "settings")   // its data is gone
+    /// }
+    /// notes.dataModel.append(Note(id: "settings", text: "defaults"))
+    /// ```
     public var skippedRecords: [SkippedRecord] {
         registrar.access(self, keyPath: lastErrorKey)
         return core.withLock { $0.skippedRecords() }
+    }
+
+    /// Deletes a stored record that the mirror skips because it does not decode (one of
+    /// ``skippedRecords``), on purpose: its data is lost for every version of the app.
+    ///
+    /// It is the one way to free a skipped record's id for a new record (the mirror refuses
+    /// to overwrite a skipped record; see ``skippedRecords``). It returns once the deletion
+    /// is committed; the record has then left ``skippedRecords``, and a record appended
+    /// with its id is a new record. The database's delete rules apply, as to any delete.
+    ///
+    /// - Parameter recordID: The id of a record listed in ``skippedRecords``.
+    /// - Throws: ``MirrorError/Kind/notFound`` when no skipped record has this id (a record
+    ///   shown in ``dataModel`` is removed with `dataModel.remove(recordID:)`, not here);
+    ///   ``MirrorError/Kind/conflict`` when another writer changed the record since the
+    ///   mirror skipped it (nothing is deleted; the new version arrives like any change);
+    ///   what the database's commit throws (``MirrorError/Kind/refused`` for a delete a
+    ///   delete rule denies, an I/O kind…), and then nothing is deleted.
+    public func discardSkippedRecord(recordID: String) async throws {
+        let (zone, zoneSwitches, stored, shown) = core.withLock { engine in
+            (engine.zone, engine.zoneSwitches, engine.isSkipped(recordID) ? engine.pull[recordID] : nil,
+             engine.records[recordID] != nil)
+        }
+        guard let stored else {
+            throw MirrorError(
+                .notFound,
+                "record \(recordID) of \(zone) is not a skipped record (Mirror.skippedRecords), so nothing was "
+                    + (shown ? "discarded: it decodes and dataModel shows it; remove it with dataModel.remove(recordID:)"
+                        : "discarded: no stored record with this id fails to decode"),
+                recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope)
+        }
+        let outcome: CommitOutcome
+        do {
+            outcome = try await database.commit(
+                [.delete(recordID, baseVersion: stored.version, timestamp: HybridLogicalClock.shared.now())], to: zone)
+        } catch {
+            throw mirrorError(error, while: "discarding the skipped record \(recordID)", in: zone)
+                .adding(recordIDs: [recordID])
+        }
+        let gone: StoredRecord?
+        switch outcome.results.first {
+        case .applied(let tombstone)?:
+            gone = tombstone
+        case .conflict(let current)? where current.map(\.isDeleted) ?? true:
+            // Deleted by another writer meanwhile: what was asked is done.
+            gone = current
+        case .conflict(let current)?:
+            throw MirrorError(
+                .conflict,
+                "record \(recordID) of \(zone) was not discarded: another writer saved it since the mirror skipped "
+                    + "it (version \(current?.version ?? 0) is stored now, not \(stored.version)). The new version "
+                    + "arrives like any change; discard it again if it is still skipped",
+                recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope)
+        case .notApplied?, nil:
+            throw MirrorError(
+                .conflict, "record \(recordID) of \(zone) was not discarded: the database did not apply the delete",
+                recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope)
+        }
+        registrar.willSet(self, keyPath: lastErrorKey)
+        let done = core.withLock { engine -> (Bool, ZoneSubscriptionMembership?, SyncEngine<Record>.Effects)? in
+            // After a user switch, the record belongs to a zone this mirror no longer holds.
+            guard engine.zoneSwitches == zoneSwitches else { return nil }
+            let pullDue = engine.skippedRecordDiscarded(gone, id: recordID, token: gone == nil ? nil : outcome.token)
+            return (pullDue, engine.subscription, engine.drain(owner: self))
+        }
+        registrar.didSet(self, keyPath: lastErrorKey)
+        guard let (pullDue, subscription, effects) = done else { return }
+        deliver(effects)
+        if pullDue { pullWakeup.signal() }
+        if case .applied? = outcome.results.first { subscription?.committed(upTo: outcome.token) }
     }
 
     /// Writes the line about records skipped in one delivery to the configured log.

@@ -4,7 +4,9 @@
 /// ``Mirror/skippedRecords`` lists them. A skipped record is left untouched in the database:
 /// a migration that makes it decode (see <doc:ChangingYourRecordTypes>) brings it back the
 /// next time a mirror opens, and a newer version of it that decodes, saved by another
-/// writer, shows at once. The mirror forgets it when it is deleted.
+/// writer, shows at once. The mirror forgets it when it is deleted. An edit that adds a
+/// record with its id is refused rather than overwrite it (see ``Mirror/skippedRecords``);
+/// ``Mirror/discardSkippedRecord(recordID:)`` deletes it on purpose.
 public struct SkippedRecord: Sendable, CustomStringConvertible {
     /// The record's id.
     public var recordID: String

@@ -26,7 +26,9 @@ import Foundation
 ///
 /// Skipping is the default because a database is shared: one record written by a newer
 /// version of the app, or by another program, must not keep every older reader from
-/// opening. A skipped record is never changed or removed by the mirror.
+/// opening. A skipped record is never changed or removed by the mirror: an edit that would
+/// overwrite it is refused (see ``Mirror/skippedRecords``), and only
+/// ``Mirror/discardSkippedRecord(recordID:)``, called on purpose, deletes it.
 public struct UndecodableRecordPolicy: Sendable {
     /// Whether opening throws when stored records do not decode.
     package let failsOpening: Bool

@@ -12,11 +12,14 @@ extension Mirror {
     /// fetched from the database. A record this mirror removed and has not committed the
     /// removal of yet resolves to `nil`.
     ///
-    /// A reference to a record that the database does not hold is *dangling*: a writer that
-    /// did not know the referring type's ``DeleteRule``s deleted its target. It resolves to
-    /// `nil` and is reported once per process: a ``MirrorError`` of kind
-    /// ``MirrorError/Kind/notFound`` naming the missing record, posted as a `.mirrorError`
-    /// notification and delivered on ``errors()`` and as ``lastError``.
+    /// A reference to a record that the database does not hold resolves to `nil`: the target
+    /// was never created in this mirror's zone (a wrong id, or a mirror of another scope than
+    /// the record that holds the reference), is not committed yet (another writer is about
+    /// to save it), or was deleted by a writer that did not apply the referring type's
+    /// ``DeleteRule``s (the reference is *dangling*). It is reported once per process: a
+    /// ``MirrorError`` of kind ``MirrorError/Kind/notFound`` naming the missing record and
+    /// these causes, posted as a `.mirrorError` notification and delivered on ``errors()``
+    /// and as ``lastError``.
     ///
     /// ```swift
     /// let authors = try await Mirror<Author>(database: database)
@@ -82,12 +85,18 @@ extension Mirror {
             ids.filter { reported.insert("\(database.identifier)|\(zone)|\($0)") }
         }
         guard !fresh.isEmpty else { return }
-        let shown = fresh.prefix(3).joined(separator: ", ")
+        let one = fresh.count == 1
+        let shown = fresh.prefix(3).joined(separator: ", ") + (fresh.count > 3 ? ", …" : "")
+        let (it, was) = one ? ("it", "was") : ("them", "were")
         let error = MirrorError(
             .notFound,
-            "dangling reference: \(zone.recordType) \(shown)\(fresh.count > 3 ? ", …" : "") does not exist in "
-                + "\(zone); a writer that does not know the delete rules deleted it. The referring "
-                + "records are left as they are.",
+            "\(one ? "a reference" : "references") to \(zone.recordType) \(shown) resolved to nil: \(zone) has no "
+                + "\(one ? "record" : "records") \(shown). Either \(one ? "it" : "they") \(was) never created there "
+                + "(check the id, and resolve with a mirror of the scope of the record that holds the reference), "
+                + "\(one ? "is" : "are") not committed yet (another writer or an offline replica may still save "
+                + "\(it): resolve again later), or \(was) deleted by a writer that does not apply the delete rules. "
+                + "The records that refer to \(it) are left as they are: change or remove the reference, or give "
+                + "the referring type a nullify or cascade delete rule",
             recordIDs: fresh, recordType: zone.recordType, scope: zone.scope)
         let effects = core.withLock { engine in
             engine.report(error)
@@ -96,23 +105,33 @@ extension Mirror {
         deliver(effects)
     }
 
-    /// Stores `Record`'s delete rules in the database's scope space of `zone`, when it
-    /// declares any (called when a mirror opens).
+    /// Stores `Record`'s delete rules in the database's scope space of `zone` (called when a
+    /// mirror opens), replacing those an earlier version of the type stored. A type without
+    /// rules stores its empty set on a ``RelationshipDatabase``: that removes the rules of an
+    /// earlier version that had some, so that removing the last rule from the type removes it
+    /// from the database too.
     ///
-    /// - Throws: ``MirrorError/Kind/unsupported`` when the database does not enforce delete
-    ///   rules; what ``RelationshipDatabase/registerDeleteRules(_:referringType:in:)`` throws.
+    /// - Throws: ``MirrorError/Kind/unsupported`` when the type declares rules and the
+    ///   database does not enforce them; what
+    ///   ``RelationshipDatabase/registerDeleteRules(_:referringType:in:)`` throws.
     static func registerDeleteRules(in database: any RecordDatabase, zone: ZoneID) async throws {
         let rules = Record.deleteRules.map(\.stored)
-        guard !rules.isEmpty else { return }
         try DeleteRuleSet.check(rules, referringType: Record.recordType)
         guard let database = database as? any RelationshipDatabase else {
+            guard !rules.isEmpty else { return }
             throw MirrorError(
                 .unsupported,
                 "\(Record.self) declares delete rules, which \(type(of: database)) does not enforce; "
                     + "use a database that does (JSONFileDatabase, or MirrorTesting's InMemoryDatabase or TemporaryDatabase)",
                 recordType: zone.recordType, scope: zone.scope)
         }
-        try await database.registerDeleteRules(rules, referringType: Record.recordType, in: zone)
+        do {
+            try await database.registerDeleteRules(rules, referringType: Record.recordType, in: zone)
+        } catch let error as MirrorError where rules.isEmpty && (error.kind == .permissionDenied || error.kind == .readOnly) {
+            // A writer that may not change the rules (a read-only role or directory) leaves
+            // an earlier version's rules to the next writer that may, rather than not open:
+            // it deletes nothing either.
+        }
     }
 }
 

@@ -234,6 +234,13 @@ struct ShownRecords<Record: Recordable>: Sendable {
         return Change(id: id, old: old, new: value)
     }
 
+    /// Takes back the record with `id` that a local edit just added, without a change: the
+    /// engine refused the edit (see ``SyncEngine/isSkipped(_:)``).
+    mutating func withdraw(_ id: String) {
+        precondition(!isLent, Self.overlappingAccess)
+        if let position = storage.position(of: id) { storage.remove(at: position) }
+    }
+
     /// The position at which a record new to ``array`` goes in `order`.
     private func place(of id: String, orderedBy order: (String) -> CreationOrder) -> Int {
         let key = order(id)

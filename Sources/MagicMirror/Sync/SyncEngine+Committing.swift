@@ -28,8 +28,21 @@ extension SyncEngine {
     mutating func encodingFailed(_ failures: [(PendingEntry<Record>, MirrorError)]) {
         queue.encodingFailed(failures)
         for (entry, error) in failures {
-            report(error)
+            if !Self.repeats(error, of: [entry]) { report(error) }
             resumeFlushes(failure: (error, entry.firstSequence))
+        }
+    }
+
+    /// Whether `error`, a failure that retrying cannot fix, is the one each of `entries` met
+    /// on its previous attempt (same kind, same message): a change on hold that `flush()`
+    /// (or a new edit of the record) sent again and that the database refused again for the
+    /// same reason. It is the same failure, reported when it happened: it is not reported
+    /// again, and the `flush()` calls waiting throw it (``PendingChange/failedAttempts``
+    /// counts the attempts). A transient failure is reported at every attempt: each is a new
+    /// event (the disk filled again), and retries after a backoff show it goes on.
+    static func repeats(_ error: MirrorError, of entries: [PendingEntry<Record>]) -> Bool {
+        !entries.isEmpty && entries.allSatisfy { entry in
+            entry.lastError.map { $0.kind == error.kind && $0.message == error.message } ?? false
         }
     }
 
@@ -75,8 +88,15 @@ extension SyncEngine {
         switch queue.failed(batch, error: error, blamed: blamed, now: now, configuration: configuration) {
         case .requeued, .isolating:
             break
-        case .retrying(let oldest), .held(let oldest):
+        case .retrying(let oldest):
             report(error)
+            resumeFlushes(failure: (error, oldest))
+        case .held(let oldest):
+            // The entries held: those the database blamed, or the whole batch (of one, when
+            // it blamed none: see `CommitQueue.failed`).
+            let named = Set(blamed)
+            let held = named.isEmpty ? batch : batch.filter { named.contains($0.recordID) }
+            if !Self.repeats(error, of: held.isEmpty ? batch : held) { report(error) }
             resumeFlushes(failure: (error, oldest))
         }
     }
@@ -151,7 +171,7 @@ extension SyncEngine {
             resumeFlushes(failure: nil)
         case .hold(let error):
             queue.hold(id, error: error)
-            report(error)
+            if !Self.repeats(error, of: [conflict.entry]) { report(error) }
             resumeFlushes(failure: (error, entry.firstSequence))
         }
     }

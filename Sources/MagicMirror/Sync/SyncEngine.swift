@@ -210,9 +210,65 @@ struct SyncEngine<Record: Recordable> {
         recordLocalChanges(records.replaceAll(with: newValue))
     }
 
+    /// Queues the changes of an edit, except those that would overwrite a stored record the
+    /// mirror skips (see ``refuseOverwritingSkipped(_:)``). Returns whether any was queued.
     private mutating func recordLocalChanges(_ changes: [ShownRecords<Record>.Change]) -> Bool {
-        for change in changes { recordLocalChange(change) }
-        return !changes.isEmpty
+        guard !reportedUndecodable.isEmpty else {
+            for change in changes { recordLocalChange(change) }
+            return !changes.isEmpty
+        }
+        var refused: [String] = []
+        for change in changes {
+            // A skipped record is not shown, so an edit can only insert a value under its id.
+            if change.old == nil, isSkipped(change.id) {
+                refused.append(change.id)
+            } else {
+                recordLocalChange(change)
+            }
+        }
+        if !refused.isEmpty { refuseOverwritingSkipped(refused) }
+        return changes.count > refused.count
+    }
+
+    /// Whether `id` is a stored record the mirror skips because it does not decode (listed
+    /// in ``skippedRecords()``), with no local change of it on its way.
+    func isSkipped(_ id: String) -> Bool {
+        guard let skipped = reportedUndecodable[id], let stored = pull[id] else { return false }
+        return stored.version == skipped.version && !stored.isDeleted && !queue.hasChange(for: id)
+    }
+
+    /// Refuses the values an edit gave records the mirror skips (`ids`): saving them would
+    /// overwrite stored records that do not decode as `Record` — written by a newer version
+    /// of the app, say — without anyone having seen them. The values leave the array, the
+    /// stored records stay as they are, and the refusal is reported once, as
+    /// ``MirrorError/Kind/refused``; the next `flush()` throws it.
+    /// ``Mirror/discardSkippedRecord(recordID:)`` is the way to replace one on purpose.
+    private mutating func refuseOverwritingSkipped(_ ids: [String]) {
+        for id in ids { records.withdraw(id) }
+        let one = ids.count == 1
+        let named = (one ? "record " : "records ") + ids.prefix(3).joined(separator: ", ") + (ids.count > 3 ? ", …" : "")
+        let (it, stored) = one ? ("it", "the stored record") : ("them", "the stored records")
+        var error = MirrorError(
+            .refused,
+            "\(named) of \(zone) not saved: \(stored) with \(one ? "this id does" : "these ids do") not decode "
+                + "as \(Record.self) and \(one ? "is" : "are") skipped (Mirror.skippedRecords), so saving would "
+                + "overwrite data this version of \(Record.self) cannot read. \(stored.prefix(1).uppercased())"
+                + "\(stored.dropFirst()) \(one ? "is" : "are") kept and the new \(one ? "value" : "values") dropped. "
+                + "To replace \(it) on purpose, call discardSkippedRecord(recordID:) first, then add the record "
+                + "again; to read \(it) instead, add the migration that makes \(it) decode",
+            recordIDs: ids, recordType: zone.recordType, scope: zone.scope)
+        error.nothingStored = true
+        report(error)
+        unthrownRefusal = error
+    }
+
+    /// Takes note of the deletion of a skipped record committed by
+    /// ``Mirror/discardSkippedRecord(recordID:)`` (`tombstone`, as the commit returned it),
+    /// or of the record found deleted by another writer. Returns whether a pull is due.
+    mutating func skippedRecordDiscarded(_ tombstone: StoredRecord?, id: String, token: ChangeToken?) -> Bool {
+        if let tombstone { pull.remember(tombstone) } else { pull.forget(id) }
+        reportedUndecodable[id] = nil
+        return pull.committed(upTo: token)
     }
 
     /// Queues a local change of one record's value, already shown.

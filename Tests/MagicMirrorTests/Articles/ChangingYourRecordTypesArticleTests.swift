@@ -73,6 +73,14 @@ struct Todo: Recordable {
 }
 }
 
+enum ChangingTypesSkippedSettings {
+/// Version 1 of a note, which cannot read what version 2 stored under the id "settings".
+struct Note: Recordable {
+    var id: String
+    var text: String
+}
+}
+
 @Suite(.timeLimit(.minutes(5))) struct ChangingYourRecordTypesArticleTests {
     @Test func theWorkedExampleRuns() async throws {
         typealias Todo = ChangingTypesVersion5.Todo
@@ -133,6 +141,31 @@ let problems = todos.skippedRecords.map { "\($0.recordID): \($0.error.message)" 
         try await newer.waitUntil(timeout: .seconds(60), "the older version's edit") {
             $0.array == [ChangingTypesVersion2.Todo(id: "t1", title: "Buy oat milk", priority: 2)]
         }
+    }
+
+    @Test func aSkippedRecordIsReplacedOnlyOnPurpose() async throws {
+        typealias Note = ChangingTypesSkippedSettings.Note
+        let database = InMemoryDatabase()
+        // Version 2 stored its settings with a text that version 1 cannot read.
+        try await database.simulateSave(
+            id: "settings", fields: Data(#"{"id":"settings","text":{"font":"serif"}}"#.utf8), in: .public("Note"))
+        let notes = try await Mirror<Note>(
+            database: database, configuration: MirrorConfiguration(undecodableRecords: .skip(log: { _ in })))
+        // Without the discard, the edit is refused and the stored record kept.
+        notes.dataModel.append(Note(id: "settings", text: "defaults"))
+        #expect(notes.dataModel.isEmpty)
+        #expect(notes.lastError?.kind == .refused)
+        await #expect(throws: MirrorError.self) { try await notes.flush() }
+        #expect(database.storedRecord("settings", in: .public("Note"))?.version == 1)
+
+if notes.skippedRecords.contains(where: { $0.recordID == "settings" }) {
+    try await notes.discardSkippedRecord(recordID: "settings")
+}
+notes.dataModel.append(Note(id: "settings", text: "defaults"))
+try await notes.flush()
+
+        #expect(try database.records(Note.self) == [Note(id: "settings", text: "defaults")])
+        #expect(notes.skippedRecords.isEmpty)
     }
 
     @Test func splittingAFieldRuns() async throws {

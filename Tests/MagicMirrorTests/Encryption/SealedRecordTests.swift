@@ -106,11 +106,14 @@ import Testing
         #expect(error.message.contains("sealed with key \"k1\""), "\(error)")
         #expect(error.message.contains("left untouched"), "\(error)")
 
-        // A record of the same id made with the wrong key waits and overwrites nothing.
+        // A record of the same id made with the wrong key is refused and overwrites nothing
+        // (the mirror skips the stored one, which it cannot open).
         wrong.dataModel.append(Note(id: id, title: "overwritten?"))
-        let held = await #expect(throws: MirrorError.self) { try await wrong.flush() }
-        #expect(held?.message.contains("cannot be opened") == true, "\(String(describing: held))")
-        #expect(wrong.pendingChanges.map(\.recordID) == [id])
+        #expect(wrong.dataModel.isEmpty)
+        let refused = await #expect(throws: MirrorError.self) { try await wrong.flush() }
+        #expect(refused?.kind == .refused)
+        #expect(refused?.message.contains("discardSkippedRecord(recordID:)") == true, "\(String(describing: refused))")
+        #expect(wrong.pendingChanges.isEmpty)
         #expect(try await Self.stored(id, in: opened.database) == before)
 
         // (The same stored entry's failure is posted once per process: this one is on the

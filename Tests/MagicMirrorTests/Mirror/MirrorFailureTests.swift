@@ -161,20 +161,22 @@ private struct Measurement: Recordable {
         #expect(notified.count == 1)
         #expect(mirror.dataModel.count == 5)
 
-        // flush tries it again; it fails again (a second failure, reported once more).
+        // flush tries it again; it fails again the same way: the same failure, thrown by the
+        // flush but not posted again (issue #36: one notification per failure).
         do {
             try await mirror.flush()
             Issue.record("flush returned although one change cannot be made")
         } catch let error as MirrorError {
             #expect(error.kind == .invalidRecord)
         }
-        #expect(notified.count == 2)
+        #expect(notified.count == 1)
+        #expect((mirror.pendingChanges.first?.failedAttempts ?? 0) >= 2, "the attempts are counted")
 
         // Once the cause is gone, flush commits it.
         database.poison("nothing", with: .invalidRecord)
         try await mirror.flush()
         #expect(try await storedRecords(Chore.self, in: opened.database).count == 5)
-        #expect(notified.count == 2)
+        #expect(notified.count == 1)
     }
 
     @Test(arguments: DatabaseFactory.all)

@@ -78,10 +78,19 @@ extension JSONFileRelationships.Space {
     }
 
     /// Replaces the rules of `referringType` in the file, under the space's lock; nothing is
-    /// written when they did not change.
+    /// written when they did not change, and nothing is created for a type without rules
+    /// in a space that holds none of its rules (every type without rules registers its
+    /// empty set when a mirror of it opens, to remove what an earlier version stored).
     func register(
         _ rules: [StoredDeleteRule], referringType: String, _ state: inout State, context: JSONFileContext
     ) throws(MirrorError) {
+        // Without the lock first: usually nothing changes (the file, read once, is only
+        // stat-ed), and a type without rules need not create the space's directory.
+        let known = try self.rules(&state, context: context)
+        if DeleteRuleSet.replacing(known, of: referringType, with: rules) == known,
+           state.rulesInfo != nil || rules.isEmpty {
+            return
+        }
         let lockFD = try lock(&state, context: context)
         defer { FileLock.unlock(lockFD) }
         let existing = try self.rules(&state, context: context)
