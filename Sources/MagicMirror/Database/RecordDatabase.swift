@@ -69,6 +69,14 @@ public protocol RecordDatabase: AnyObject, Sendable {
     /// The id this instance writes its changes under, unique to this instance and process.
     var writerID: String { get }
 
+    /// The one user whose private and shared zones this instance can reach, when the
+    /// database decides it rather than the app (a PostgreSQL database: the role it connects
+    /// as); `nil`, the default, when the app names any user (the JSON-file database).
+    ///
+    /// A private or shared ``Mirror`` opened without a `user:` belongs to this user when
+    /// there is one, instead of following a ``UserSession``.
+    var connectedUser: MirrorUser? { get }
+
     /// Commits a batch of operations on one zone, atomically.
     ///
     /// - Parameters:
@@ -104,4 +112,9 @@ public protocol RecordDatabase: AnyObject, Sendable {
     func subscribe(
         to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
     ) throws -> MirrorCancellable
+}
+
+extension RecordDatabase {
+    /// `nil`: the app names the user of each private or shared mirror.
+    public var connectedUser: MirrorUser? { nil }
 }

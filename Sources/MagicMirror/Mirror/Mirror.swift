@@ -91,7 +91,9 @@ import Synchronization
 ///
 /// ## Users
 ///
-/// A private mirror opened without a `user:` holds the private zone of the current user of
+/// A private mirror opened without a `user:` on a database that connects as one user (see
+/// ``RecordDatabase/connectedUser``: a PostgreSQL database's role) holds that user's private
+/// zone. On any other database it holds the private zone of the current user of
 /// a ``UserSession`` (``MirrorConfiguration/userSession``, ``UserSession/shared`` by
 /// default) and follows it. When the session switches users, the mirror moves to the new
 /// user's zone at once: every record of the old user is removed from ``dataModel`` (each a
@@ -206,9 +208,11 @@ public final class Mirror<Record: Recordable>: Sendable {
     ///   - scope: The scope of the records; ``Scope/public`` by default.
     ///   - user: The owner of the private zone to mirror (for the shared scope: the user the
     ///     records were shared with), for the private and shared scopes only. By default,
-    ///     the current user of ``MirrorConfiguration/userSession`` (``UserSession/shared``,
-    ///     which starts as the operating-system account running the process), and the
-    ///     mirror follows that session's user switches.
+    ///     the database's ``RecordDatabase/connectedUser`` when it has one (a PostgreSQL
+    ///     database's role); otherwise the current user of
+    ///     ``MirrorConfiguration/userSession`` (``UserSession/shared``, which starts as the
+    ///     operating-system account running the process), and the mirror follows that
+    ///     session's user switches.
     ///   - conflictPolicy: How to settle conflicts; ``ConflictPolicy/changedKeys`` by default.
     ///   - configuration: Retry, batching and user-session settings.
     /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid record type, or a `user`
@@ -226,6 +230,7 @@ public final class Mirror<Record: Recordable>: Sendable {
         configuration: MirrorConfiguration = MirrorConfiguration()
     ) async throws {
         let hasUser = scope == .private || scope == .shared
+        let user = user ?? (hasUser ? database.connectedUser : nil)
         let owner = hasUser ? user ?? configuration.userSession.user : user
         let zone = try ZoneID(Record.recordType, scope: scope, user: owner?.name)
         if scope == .shared, !(database is any SharingDatabase) {

@@ -70,6 +70,10 @@ public final class ReplicatedDatabase: RecordDatabase {
     /// remote accepts them.
     public var writerID: String { local.writerID }
 
+    /// The remote's connected user (see ``RecordDatabase/connectedUser``): the replica holds
+    /// what the remote lets that user reach.
+    public var connectedUser: MirrorUser? { remote.connectedUser }
+
     /// The record id each replica zone reserves for its synchronisation state.
     static let stateRecordID = "~replication"
 

@@ -10,6 +10,8 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
 
     var identifier: String { base.identifier }
     var writerID: String { base.writerID }
+    /// The user the database says it connects as (none unless given).
+    let connectedUser: MirrorUser?
 
     /// One call of ``commit(_:to:)``.
     struct Attempt: Sendable, CustomStringConvertible {
@@ -48,8 +50,9 @@ final class ScriptedDatabase: RecordDatabase, Sendable {
     /// The record ids of every commit that started waiting because of ``hold()``.
     let heldCommits = AsyncCollector<[String]>()
 
-    init(_ base: any RecordDatabase) {
+    init(_ base: any RecordDatabase, connectedUser: MirrorUser? = nil) {
         self.base = base
+        self.connectedUser = connectedUser
     }
 
     /// Makes the next `count` commits throw a `kind` error naming `recordIDs`.

@@ -34,6 +34,9 @@ public final class DeferredPostgreSQLDatabase: RecordDatabase {
     public let identifier: String
     /// The writer id of every commit made through this database.
     public let writerID: String
+    /// The user of the role the URL names (see ``PostgreSQLDatabase/connectedUser``), known
+    /// before the server answers.
+    public let connectedUser: MirrorUser?
     /// The longest wait between two attempts to open the database.
     public static let maximumRetryDelay = Duration.seconds(5)
 
@@ -70,6 +73,7 @@ public final class DeferredPostgreSQLDatabase: RecordDatabase {
         let configuration = try PostgreSQLConnectionURL.configuration(from: url, environment: environment)
         let address = configuration.unixSocketPath ?? "\(configuration.host ?? ""):\(configuration.port ?? 5432)"
         identifier = "postgresql://\(configuration.username)@\(address)/\(configuration.database ?? configuration.username)"
+        connectedUser = try? MirrorUser(name: configuration.username)
         let writerID = "pg-" + UUID().uuidString.lowercased()
         self.writerID = writerID
         state.withLock { $0.lastError = MirrorError(.unavailable, "connecting to \(address) in the background") }

@@ -57,21 +57,11 @@ extension PostgreSQLDatabase {
         try MirrorUser(name: role)
     }
 
-    /// Makes this database's role the current user of `session`, so that the private mirrors
-    /// of that session opened without a user are the role's.
+    /// Makes this database's role the current user of `session`, for code of yours that
+    /// reads the session (to show who is signed in, say).
     ///
-    /// A private mirror opened without a user belongs to the current user of its session,
-    /// which starts as the operating-system account running the process. On PostgreSQL a
-    /// private zone belongs to the role of its user, and row-level security refuses every
-    /// other role's: call this once after opening the database (or give the mirrors
-    /// ``makeUserSession(notificationCenter:)``'s session), so that they are the connected
-    /// role's.
-    ///
-    /// ```swift
-    /// let database = try await PostgreSQLDatabase(url: "postgres://alice@db.example.com/todos")
-    /// try database.makeRoleTheCurrentUser()
-    /// let mine = try await Mirror<Todo>(database: database, scope: .private) // alice's
-    /// ```
+    /// Mirrors need no such call: a private or shared mirror opened on this database without
+    /// a `user:` is the role's (``connectedUser``), whatever the session says.
     ///
     /// - Parameter session: The session; ``UserSession/shared`` by default.
     /// - Returns: The role's user.
@@ -100,8 +90,8 @@ extension PostgreSQLDatabase {
         }
         var explained = error
         explained.message += ". The zone belongs to user \(user), but this database connects as role \(role), "
-            + "and a private zone is its own role's only: open private mirrors for user \(role) (call "
-            + "makeRoleTheCurrentUser() on the database, whose role the mirrors then follow), or connect as \(user)"
+            + "and a private zone is its own role's only: open private mirrors without a user (they are then "
+            + "the connected role's) or for user \(role), or connect as \(user)"
         return explained
     }
 }

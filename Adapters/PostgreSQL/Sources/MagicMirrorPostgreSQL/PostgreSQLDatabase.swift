@@ -71,6 +71,10 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     public let writerID: String
     /// The role this database connects as.
     public let role: String
+    /// The user of ``role``: a private or shared mirror opened without a `user:` is its
+    /// (row-level security lets a role reach its own private zone only); `nil` for a role
+    /// whose name is no valid user name.
+    public var connectedUser: MirrorUser? { try? roleUser() }
 
     /// The process's connections to this server as this role (shared with every database
     /// opened with the same endpoint).

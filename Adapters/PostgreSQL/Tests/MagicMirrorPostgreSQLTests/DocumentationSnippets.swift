@@ -38,8 +38,7 @@ let todos = try await Mirror<Todo>(database: database)
     /// RunningOnPostgreSQL.md, "Connections, pools and limits".
     static func roleAsCurrentUser() async throws {
 let database = try await PostgreSQLDatabase(url: "postgres://alice@db.example.com/todos")
-try database.makeRoleTheCurrentUser()                        // UserSession.shared is alice
-let mine = try await Mirror<Todo>(database: database, scope: .private)
+let mine = try await Mirror<Todo>(database: database, scope: .private)   // alice's
         _ = mine
     }
 
