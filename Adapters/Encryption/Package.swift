@@ -5,7 +5,7 @@ import PackageDescription
 // no dependencies.
 let package = Package(
     name: "MagicMirrorEncryption",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "MagicMirrorEncryption", targets: ["MagicMirrorEncryption"]),
     ],

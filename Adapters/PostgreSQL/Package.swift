@@ -4,7 +4,7 @@ import PackageDescription
 // MagicMirror on PostgreSQL: a second package, so that the root package keeps no dependencies.
 let package = Package(
     name: "MagicMirrorPostgreSQL",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "MagicMirrorPostgreSQL", targets: ["MagicMirrorPostgreSQL"]),
     ],
