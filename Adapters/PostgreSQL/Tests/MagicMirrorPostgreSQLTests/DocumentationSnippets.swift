@@ -30,8 +30,10 @@ let todos = try await Mirror<Todo>(database: database)
     /// RunningOnPostgreSQL.md, "Set-up".
     static func setUp() async throws {
 let database = try await PostgreSQLDatabase(url: "postgres://alice@db.example.com/todos?sslmode=require")
-defer { Task { await database.close() } }
 let todos = try await Mirror<Todo>(database: database)
+// … the app runs; before it ends:
+try await todos.flush()            // every change committed
+await database.close()             // the connections ended cleanly
         _ = todos
     }
 
