@@ -27,9 +27,10 @@ protocol ZoneSubscriber: AnyObject, Sendable {
 ///   `NotificationCenter.default`, which one process-wide observer forwards here.
 ///
 /// A member never hears its own commit: while it commits
-/// (``ZoneSubscriptionMembership/beginCommit()``), the tokens delivered are held for it, and
-/// when its commit ends it is woken with the highest of them only when that is newer than
-/// what it committed (or the commit failed). The others are woken at once.
+/// (``ZoneSubscriptionMembership/beginCommit()``), the tokens of this process's writer (the
+/// database's ``RecordDatabase/writerID``) delivered are held for it, and when its commit
+/// ends it is woken with the highest of them only when that is newer than what it committed
+/// (or the commit failed). Other writers' tokens wake it at once, as they wake the others.
 ///
 /// A token at or below the highest one delivered for the zone wakes nobody: so a converter
 /// that posts nothing does not keep changes from the mirrors, and a notification that
@@ -59,14 +60,17 @@ enum ZoneSubscriptions {
         var members: [Int: Member] = [:]
         /// The highest token delivered to the members.
         var latest: ChangeToken?
+        /// The writer id of this process's commits to the zone's database.
+        var writerID: String?
 
         /// The members to wake with `token` (all but `except`), counting each wake-up; a
-        /// member that is committing has it held instead.
-        mutating func wake(with token: ChangeToken, except: Int?) -> [any ZoneSubscriber] {
+        /// member that is committing has it held instead when it is this process's writer's
+        /// (`ownWriter`).
+        mutating func wake(with token: ChangeToken, except: Int?, ownWriter: Bool) -> [any ZoneSubscriber] {
             var woken: [any ZoneSubscriber] = []
             for (number, member) in members where number != except {
                 guard let subscriber = member.subscriber else { continue }
-                if member.committing > 0 {
+                if ownWriter && member.committing > 0 {
                     if member.held.map({ token > $0 }) ?? true { members[number]?.held = token }
                 } else {
                     members[number]?.wakes += 1
@@ -149,13 +153,14 @@ enum ZoneSubscriptions {
             if !subscribed {
                 fresh = try database.subscribe(to: zone) { notification in
                     // The mirrors first, then the public face (observers, forwarding).
-                    ZoneSubscriptions.deliver(notification.token, to: key)
+                    ZoneSubscriptions.deliver(notification.token, to: key, writer: notification.writer)
                     MirrorNotificationRouting.route(notification)
                 }
             }
             return registry.withLock { registry -> Int in
                 var shared = registry.zones[key] ?? Shared()
                 if let fresh { shared.subscription = fresh }
+                shared.writerID = database.writerID
                 let number = registry.nextNumber
                 registry.nextNumber += 1
                 shared.members[number] = Member(subscriber: subscriber)
@@ -168,7 +173,9 @@ enum ZoneSubscriptions {
 
     /// Hints the members of a notification's database and zone in this process.
     static func deliver(_ notification: RemoteNotification) {
-        deliver(notification.token, to: Key(identifier: notification.databaseIdentifier, zone: notification.zone))
+        deliver(
+            notification.token, to: Key(identifier: notification.databaseIdentifier, zone: notification.zone),
+            writer: notification.writer)
     }
 
     /// The number of live database subscriptions (0 or 1) and of members for a zone (tests).
@@ -180,12 +187,13 @@ enum ZoneSubscriptions {
     }
 
     /// Wakes every member with `token`, unless a token at least as high was delivered; a
-    /// member that is committing has it held for the end of its commit.
-    static func deliver(_ token: ChangeToken, to key: Key) {
+    /// member that is committing has a token of this process's `writer` held for the end of
+    /// its commit.
+    static func deliver(_ token: ChangeToken, to key: Key, writer: String? = nil) {
         let members = registry.withLock { registry -> [any ZoneSubscriber] in
             guard var shared = registry.zones[key], shared.latest.map({ token > $0 }) ?? true else { return [] }
             shared.latest = token
-            let woken = shared.wake(with: token, except: nil)
+            let woken = shared.wake(with: token, except: nil, ownWriter: writer != nil && writer == shared.writerID)
             registry.zones[key] = shared
             return woken
         }
@@ -221,7 +229,7 @@ enum ZoneSubscriptions {
             var others: [any ZoneSubscriber] = []
             if let token, shared.latest.map({ token > $0 }) ?? true {
                 shared.latest = token
-                others = shared.wake(with: token, except: number)
+                others = shared.wake(with: token, except: number, ownWriter: true)
             }
             registry.zones[key] = shared
             return (own, others)

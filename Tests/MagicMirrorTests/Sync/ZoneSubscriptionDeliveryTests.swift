@@ -38,10 +38,11 @@ import Testing
         #expect(committerMembership.wakes == before + 1)
     }
 
-    /// The tokens delivered while a member commits are held for the end of its commit: it is
-    /// woken with them only when they are newer than what it committed, or when its commit
-    /// was not applied. The other members are woken at once, and with the committed token
-    /// when nothing delivered it.
+    /// The tokens of this process's writer delivered while a member commits are held for the
+    /// end of its commit: it is woken with them only when they are newer than what it
+    /// committed, or when its commit was not applied. Another writer's token wakes it at
+    /// once. The other members are woken at once, and with the committed token when nothing
+    /// delivered it.
     @Test func tokensDeliveredWhileAMemberCommitsAreHeldForIt() throws {
         let database = InMemoryDatabase()
         let committer = TokenCounter()
@@ -54,35 +55,44 @@ import Testing
         }
         let key = ZoneSubscriptions.Key(identifier: database.identifier, zone: zone)
         func token(_ sequence: Int) -> ChangeToken { ChangeToken(generation: 0, sequence: sequence) }
+        let own = database.writerID
 
         // Its own commit, delivered by the database before the commit returns.
         committing.beginCommit()
-        ZoneSubscriptions.deliver(token(1), to: key)
+        ZoneSubscriptions.deliver(token(1), to: key, writer: own)
         committing.endCommit(upTo: token(1))
         #expect(committer.tokens == [])
         #expect(other.tokens == [token(1)])
 
         // Its own commit, and another one after it, delivered meanwhile.
         committing.beginCommit()
-        ZoneSubscriptions.deliver(token(2), to: key)
-        ZoneSubscriptions.deliver(token(3), to: key)
+        ZoneSubscriptions.deliver(token(2), to: key, writer: own)
+        ZoneSubscriptions.deliver(token(3), to: key, writer: own)
         committing.endCommit(upTo: token(2))
         #expect(committer.tokens == [token(3)])
         #expect(other.tokens == [token(1), token(2), token(3)])
 
         // A commit that failed: what was delivered meanwhile is someone else's.
         committing.beginCommit()
-        ZoneSubscriptions.deliver(token(4), to: key)
+        ZoneSubscriptions.deliver(token(4), to: key, writer: own)
         committing.endCommit(upTo: nil)
         #expect(committer.tokens == [token(3), token(4)])
+
+        // Another writer's commit while it commits: it hears it at once.
+        committing.beginCommit()
+        ZoneSubscriptions.deliver(token(5), to: key, writer: "another writer")
+        #expect(committer.tokens == [token(3), token(4), token(5)])
+        ZoneSubscriptions.deliver(token(6), to: key, writer: own)
+        committing.endCommit(upTo: token(6))
+        #expect(committer.tokens == [token(3), token(4), token(5)])
 
         // A database that tells nobody of the commit: the other members hear it from the
         // committing member.
         committing.beginCommit()
-        committing.endCommit(upTo: token(5))
-        #expect(committer.tokens == [token(3), token(4)])
-        #expect(other.tokens == [token(1), token(2), token(3), token(4), token(5)])
-        #expect(committing.wakes == 2 && watching.wakes == 5)
+        committing.endCommit(upTo: token(7))
+        #expect(committer.tokens == [token(3), token(4), token(5)])
+        #expect(other.tokens == (1...7).map(token))
+        #expect(committing.wakes == 3 && watching.wakes == 7)
     }
 
     /// A notification the mirrors' shared subscription routes to the converter reaches an

@@ -188,9 +188,10 @@ extension JSONFileZone {
         // lines still left out then are damaged. (What follows is read on the next pass:
         // appends written in place there meanwhile could be read with holes again.)
         var count = size - start
-        // The journal kept its size since it was last read: what is new was written in place,
-        // from `journalEnd` on, over space that was reserved when it was read.
-        let inPlace = size == disk.journalSize
+        // The journal kept its size since it was last read, and held only reserved space
+        // after its last complete append then: what is new was written in place, from
+        // `journalEnd` on, over that space.
+        let inPlace = size == disk.journalSize && disk.journalSeen == disk.journalEnd
         var shortened = false
         for _ in 0..<2 {
             do {
@@ -257,8 +258,9 @@ extension JSONFileZone {
 
     /// Reads at most `count` of the journal's bytes from `start`.
     ///
-    /// When the journal kept its size since it was last read (`inPlace`), everything past
-    /// its data was reserved space then (``JSONFileFormat/reservedByte``s, read, or written
+    /// When the journal kept its size since it was last read and nothing but reserved space
+    /// followed its last complete append then (`inPlace`), everything past its data was
+    /// reserved space (``JSONFileFormat/reservedByte``s, read, or written
     /// by this engine), and other writers of this format append over it from the data's end
     /// on: what they appended since lies at `start`, one line after the other. So only a
     /// first piece is read, and the rest only when the piece does not end in reserved space
