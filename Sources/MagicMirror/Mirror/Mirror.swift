@@ -139,9 +139,8 @@ public final class Mirror<Record: Recordable>: Sendable {
     //   tasks. Signalled with or without `core` held; they take no other lock.
     // - `account` (MirrorAccountLink): `switching`, held while a user switch is applied, and
     //   `state` (the session observer and the mirrors finishing earlier zones' commits).
-    // - `ZoneSubscriptions`: a join gate per zone (held while a mirror joins that zone; the
-    //   first one subscribes, which may read the zone from disk), then the process-wide
-    //   `registry` (short sections, no disk I/O); members are called with neither held.
+    // - `ZoneSubscriptions`: a zone's join gate (held across its subscribing: disk reads), then
+    //   the process-wide `registry` (no disk I/O); members are called with neither held.
     // - `postedEntryFailures` (process-wide, below): taken alone, after `core` is released.
     //
     // Lock order (a lock is only taken while holding those before it in this list):
