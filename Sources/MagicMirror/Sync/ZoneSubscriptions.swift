@@ -270,8 +270,8 @@ final class ZoneSubscriptionMembership: Sendable {
         self.number = number
     }
 
-    /// Notes that this member starts a commit: the tokens delivered until it ends
-    /// (``endCommit(upTo:)``) are held for it, since one of them may be its own.
+    /// Notes that this member starts a commit: the tokens of this process's writer delivered
+    /// until it ends (``endCommit(upTo:)``) are held for it, since one of them may be its own.
     func beginCommit() {
         ZoneSubscriptions.beginCommit(key, number: number)
     }
