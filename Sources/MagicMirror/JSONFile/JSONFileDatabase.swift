@@ -221,6 +221,12 @@ public final class JSONFileDatabase: RecordDatabase {
         engine.watcher.method(for: zone)
     }
 
+    /// The bytes of `zone`'s journals this process read, or 0 for a zone it did not use
+    /// (tests).
+    package func journalBytesRead(in zone: ZoneID) -> Int {
+        engine.loadedZone(zone)?.journalBytesRead.load(ordering: .relaxed) ?? 0
+    }
+
     /// Returns once no automatic compaction of `zone` is scheduled or running (tests).
     package func waitForBackgroundWork(in zone: ZoneID) async throws {
         try await engine.zone(zone).waitForBackgroundWork()

@@ -124,7 +124,11 @@ final class JSONFileEngine: Sendable {
     /// subscribers of their changes. Safe to call from any thread, any number of times;
     /// cheap when nothing changed. Zones not yet used in this process are skipped.
     func catchUp(_ id: ZoneID) {
-        guard let zone = zones.withLock({ $0[id] }) else { return }
-        zone.catchUp()
+        loadedZone(id)?.catchUp()
+    }
+
+    /// The zone, if this process used it already.
+    func loadedZone(_ id: ZoneID) -> JSONFileZone? {
+        zones.withLock { $0[id] }
     }
 }

@@ -31,6 +31,8 @@ final class JSONFileZone: Sendable {
     let loaded = Atomic<Bool>(false)
     let catchUpRequested = Atomic<Bool>(false)
     let compactionScheduled = Atomic<Bool>(false)
+    /// The bytes of journals read, loading included (tests: each new byte is read once).
+    let journalBytesRead = Atomic<Int>(0)
     /// Entered while an automatic compaction is scheduled or running.
     let backgroundWork = DispatchGroup()
 

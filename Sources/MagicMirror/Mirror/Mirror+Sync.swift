@@ -123,6 +123,16 @@ extension Mirror {
             withEngine(after: batch.zoneSwitches) { engine in engine.encodingFailed(unencodable) }
         }
         guard !sent.isEmpty else { return }
+        // The zone's tokens delivered while the commit runs are held for its end, so that the
+        // mirror does not hear its own commit (see ZoneSubscriptions).
+        let membership = core.withLock { $0.zoneSwitches == batch.zoneSwitches ? $0.subscription : nil }
+        membership?.beginCommit()
+        var ended = false
+        func endCommit(upTo token: ChangeToken?) {
+            if !ended { membership?.endCommit(upTo: token) }
+            ended = true
+        }
+        defer { endCommit(upTo: nil) }
         let outcome: CommitOutcome
         do {
             outcome = try await database.commit(operations, to: batch.zone)
@@ -142,15 +152,16 @@ extension Mirror {
             return
         }
         if outcome.isApplied {
-            guard let (owner, applied) = withEngine(after: batch.zoneSwitches, { engine in
-                (engine.commitApplied(sent, outcome: outcome), engine.subscription)
+            guard let (owner, pullDue) = withEngine(after: batch.zoneSwitches, { engine in
+                engine.commitApplied(sent, outcome: outcome)
             }) else { return }
-            let (pullDue, subscription) = applied
             if pullDue { owner.pullWakeup.signal() }
-            // Wakes the zone's other mirrors in this process (this one is up to date).
-            subscription?.committed(upTo: outcome.token)
+            // Wakes the zone's other mirrors in this process if the database did not (this
+            // one is up to date, unless another commit came in between).
+            endCommit(upTo: outcome.token)
             return
         }
+        endCommit(upTo: nil)
         guard let (owner, taken) = withEngine(after: batch.zoneSwitches, { engine in
             (engine.commitConflicted(sent, outcome: outcome), engine.policy, engine.writerID)
         }) else { return }

@@ -141,13 +141,13 @@ public final class Mirror<Record: Recordable>: Sendable {
     //   tasks. Signalled with or without `core` held; they take no other lock.
     // - `account` (MirrorAccountLink): `switching`, held while a user switch is applied, and
     //   `state` (the session observer and the mirrors finishing earlier zones' commits).
-    // - `ZoneSubscriptions` (process-wide): `joining`, then its `registry`; members are
-    //   called with neither held.
+    // - `ZoneSubscriptions`: a zone's join gate (held across its subscribing: disk reads), then
+    //   the process-wide `registry` (no disk I/O); members are called with neither held.
     // - `postedEntryFailures` (process-wide, below): taken alone, after `core` is released.
     //
     // Lock order (a lock is only taken while holding those before it in this list):
     //
-    //   account.switching → account.state → ZoneSubscriptions.joining → ZoneSubscriptions.registry
+    //   account.switching → account.state → a zone's join gate → ZoneSubscriptions.registry
     //   account.switching → account.state → core (this mirror's, then a finishing mirror's own)
     //   core → a Wakeup's mutex, an AsyncStream's or a continuation's internal lock
     //

@@ -53,11 +53,27 @@ public enum MirrorNotificationRouting {
     /// Hands a database's notification to ``converter`` (the mirrors already have it).
     static func route(_ notification: RemoteNotification) {
         let converter = self.converter
-        if let standard = converter as? MirrorNotificationConverter {
-            // No need to go through the userInfo form.
-            standard.convertToLocal(notification)
-        } else {
-            _ = converter.convertToLocal(from: notification.userInfo)
+        // The mirrors' own observer of `NotificationCenter.default` skips what this posts.
+        $routing.withValue(notification) {
+            if let standard = converter as? MirrorNotificationConverter {
+                // No need to go through the userInfo form.
+                standard.convertToLocal(notification)
+            } else {
+                _ = converter.convertToLocal(from: notification.userInfo)
+            }
         }
+    }
+
+    /// The database notification being routed on this thread, if any: the local
+    /// notification posted for it (observers run on the posting thread) is one the mirrors
+    /// already had, which their observer drops without looking further.
+    @TaskLocal static var routing: RemoteNotification?
+
+    /// Whether `change` is the notification being routed on this thread (its zone and token;
+    /// not its record ids, which may be many).
+    static func isRouting(_ change: RemoteNotification) -> Bool {
+        guard let routing else { return false }
+        return routing.token == change.token && routing.zone == change.zone
+            && routing.databaseIdentifier == change.databaseIdentifier
     }
 }

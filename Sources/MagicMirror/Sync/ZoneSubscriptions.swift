@@ -17,45 +17,86 @@ protocol ZoneSubscriber: AnyObject, Sendable {
 /// arrives:
 ///
 /// - the database's subscription (for the JSON-file database, another process's commit
-///   noticed by its watcher) delivers here directly;
-/// - a member's own commit is delivered here by the member (``ZoneSubscriptionMembership/committed(upTo:)``);
+///   noticed by its watcher, or a commit of this process, told before the commit returns)
+///   delivers here directly;
+/// - a member's own commit is told here by the member when it ends
+///   (``ZoneSubscriptionMembership/endCommit(upTo:)``), for databases that tell their
+///   subscribers later or not at all;
 /// - a payload the app hands to a ``NotificationConverter`` arrives as a
 ///   ``Foundation/NSNotification/Name/mirrorRemoteChange`` notification on
 ///   `NotificationCenter.default`, which one process-wide observer forwards here.
 ///
-/// A token at or below the highest one delivered for the zone wakes nobody: so the
-/// notification a database's subscription also posts for observers (through
-/// ``MirrorNotificationRouting/converter``) comes back as a repeat and is dropped, and a
-/// converter that posts nothing does not keep changes from the mirrors. Members treat every
-/// token as a hint and pull the changes since their own, so a change arrives exactly once
-/// however many hints there are, in whatever order.
+/// A member never hears its own commit: while it commits
+/// (``ZoneSubscriptionMembership/beginCommit()``), the tokens of this process's writer (the
+/// database's ``RecordDatabase/writerID``) delivered are held for it, and when its commit
+/// ends it is woken with the highest of them only when that is newer than what it committed
+/// (or the commit failed). Other writers' tokens wake it at once, as they wake the others.
+///
+/// A token at or below the highest one delivered for the zone wakes nobody: so a converter
+/// that posts nothing does not keep changes from the mirrors, and a notification that
+/// comes back through `NotificationCenter` is dropped. The notifications the library posts
+/// itself (through ``MirrorNotificationRouting/converter``) are not forwarded back here at
+/// all. Members treat every token as a hint and pull the changes since their own, so a
+/// change arrives exactly once however many hints there are, in whatever order.
 enum ZoneSubscriptions {
     struct Key: Hashable, Sendable {
         let identifier: String
         let zone: ZoneID
     }
 
-    private struct WeakSubscriber {
+    private struct Member {
         weak var subscriber: (any ZoneSubscriber)?
+        /// The member's commits under way: tokens delivered meanwhile are held for their end.
+        var committing = 0
+        /// The highest token delivered while the member was committing.
+        var held: ChangeToken?
+        /// How many times the member was woken (tests).
+        var wakes = 0
     }
 
     /// One zone's shared subscription.
     private struct Shared {
         var subscription: MirrorCancellable?
-        var members: [Int: WeakSubscriber] = [:]
+        var members: [Int: Member] = [:]
         /// The highest token delivered to the members.
         var latest: ChangeToken?
+        /// The writer id of this process's commits to the zone's database.
+        var writerID: String?
+
+        /// The members to wake with `token` (all but `except`), counting each wake-up; a
+        /// member that is committing has it held instead when it is this process's writer's
+        /// (`ownWriter`).
+        mutating func wake(with token: ChangeToken, except: Int?, ownWriter: Bool) -> [any ZoneSubscriber] {
+            var woken: [any ZoneSubscriber] = []
+            for (number, member) in members where number != except {
+                guard let subscriber = member.subscriber else { continue }
+                if ownWriter && member.committing > 0 {
+                    if member.held.map({ token > $0 }) ?? true { members[number]?.held = token }
+                } else {
+                    members[number]?.wakes += 1
+                    woken.append(subscriber)
+                }
+            }
+            return woken
+        }
     }
 
     private struct Registry {
         var nextNumber = 0
         var zones: [Key: Shared] = [:]
+        /// The gates of the zones being joined, with the number of joins using each.
+        var gates: [Key: (gate: JoinGate, users: Int)] = [:]
+    }
+
+    /// One zone's joins, one at a time: held while a mirror joins that zone (and possibly
+    /// subscribes, which reads the zone from disk for the JSON-file database). Taken before
+    /// ``registry``, never while calling members. One per zone, not one per process, so that
+    /// a zone loading from disk holds up only the mirrors joining that zone.
+    private final class JoinGate: Sendable {
+        let lock = Mutex(())
     }
 
     private static let registry = Mutex(Registry())
-    /// Held while a mirror joins (and possibly subscribes); taken before ``registry``, never
-    /// while calling members.
-    private static let joining = Mutex(())
 
     /// The process's one observer of ``Foundation/NSNotification/Name/mirrorRemoteChange`` on
     /// `NotificationCenter.default` (payloads the app converts itself), added when the first
@@ -74,6 +115,8 @@ enum ZoneSubscriptions {
                 guard let change = notification.object as? RemoteNotification
                     ?? notification.userInfo.flatMap(RemoteNotification.init(userInfo:))
                 else { return }
+                // What the mirrors' own subscription posted: they have it.
+                if MirrorNotificationRouting.isRouting(change) { return }
                 ZoneSubscriptions.deliver(change)
             })
         }
@@ -91,24 +134,36 @@ enum ZoneSubscriptions {
     ) throws -> ZoneSubscriptionMembership {
         let key = Key(identifier: database.identifier, zone: zone)
         precondition(listener.isListening)
-        // One join at a time subscribes, so that two mirrors opened at once never make two
-        // subscriptions to one zone, even briefly.
-        let number = try joining.withLock { _ throws -> Int in
+        // One join of a zone at a time subscribes, so that two mirrors opened at once never
+        // make two subscriptions to one zone, even briefly.
+        let gate = registry.withLock { registry -> JoinGate in
+            let gate = registry.gates[key]?.gate ?? JoinGate()
+            registry.gates[key] = (gate, (registry.gates[key]?.users ?? 0) + 1)
+            return gate
+        }
+        defer {
+            registry.withLock { registry in
+                guard let (gate, users) = registry.gates[key] else { return }
+                registry.gates[key] = users > 1 ? (gate, users - 1) : nil
+            }
+        }
+        let number = try gate.lock.withLock { _ throws -> Int in
             let subscribed = registry.withLock { $0.zones[key] != nil }
             var fresh: MirrorCancellable?
             if !subscribed {
                 fresh = try database.subscribe(to: zone) { notification in
                     // The mirrors first, then the public face (observers, forwarding).
-                    ZoneSubscriptions.deliver(notification.token, to: key)
+                    ZoneSubscriptions.deliver(notification.token, to: key, writer: notification.writer)
                     MirrorNotificationRouting.route(notification)
                 }
             }
             return registry.withLock { registry -> Int in
                 var shared = registry.zones[key] ?? Shared()
                 if let fresh { shared.subscription = fresh }
+                shared.writerID = database.writerID
                 let number = registry.nextNumber
                 registry.nextNumber += 1
-                shared.members[number] = WeakSubscriber(subscriber: subscriber)
+                shared.members[number] = Member(subscriber: subscriber)
                 registry.zones[key] = shared
                 return number
             }
@@ -118,7 +173,9 @@ enum ZoneSubscriptions {
 
     /// Hints the members of a notification's database and zone in this process.
     static func deliver(_ notification: RemoteNotification) {
-        deliver(notification.token, to: Key(identifier: notification.databaseIdentifier, zone: notification.zone))
+        deliver(
+            notification.token, to: Key(identifier: notification.databaseIdentifier, zone: notification.zone),
+            writer: notification.writer)
     }
 
     /// The number of live database subscriptions (0 or 1) and of members for a zone (tests).
@@ -129,15 +186,61 @@ enum ZoneSubscriptions {
         }
     }
 
-    /// Wakes every member with `token`, unless a token at least as high was delivered.
-    static func deliver(_ token: ChangeToken, to key: Key) {
+    /// Wakes every member with `token`, unless a token at least as high was delivered; a
+    /// member that is committing has a token of this process's `writer` held for the end of
+    /// its commit.
+    static func deliver(_ token: ChangeToken, to key: Key, writer: String? = nil) {
         let members = registry.withLock { registry -> [any ZoneSubscriber] in
             guard var shared = registry.zones[key], shared.latest.map({ token > $0 }) ?? true else { return [] }
             shared.latest = token
+            let woken = shared.wake(with: token, except: nil, ownWriter: writer != nil && writer == shared.writerID)
             registry.zones[key] = shared
-            return shared.members.values.compactMap(\.subscriber)
+            return woken
         }
         for member in members { member.zoneChanged(upTo: token) }
+    }
+
+    /// Notes that member `number` started a commit.
+    fileprivate static func beginCommit(_ key: Key, number: Int) {
+        registry.withLock { registry in
+            registry.zones[key]?.members[number]?.committing += 1
+        }
+    }
+
+    /// Notes that member `number`'s commit ended, at `token` when it was applied: wakes the
+    /// other members with it when it is new, and the member itself with the token held for
+    /// it when that is newer (or the commit was not applied).
+    fileprivate static func endCommit(_ key: Key, number: Int, upTo token: ChangeToken?) {
+        let (own, others) = registry.withLock {
+            registry -> ((subscriber: any ZoneSubscriber, token: ChangeToken)?, [any ZoneSubscriber]) in
+            guard var shared = registry.zones[key] else { return (nil, []) }
+            var own: (subscriber: any ZoneSubscriber, token: ChangeToken)?
+            if var member = shared.members[number] {
+                member.committing = max(0, member.committing - 1)
+                if member.committing == 0, let held = member.held {
+                    member.held = nil
+                    if let subscriber = member.subscriber, token.map({ held > $0 }) ?? true {
+                        member.wakes += 1
+                        own = (subscriber, held)
+                    }
+                }
+                shared.members[number] = member
+            }
+            var others: [any ZoneSubscriber] = []
+            if let token, shared.latest.map({ token > $0 }) ?? true {
+                shared.latest = token
+                others = shared.wake(with: token, except: number, ownWriter: true)
+            }
+            registry.zones[key] = shared
+            return (own, others)
+        }
+        if let own { own.subscriber.zoneChanged(upTo: own.token) }
+        if let token { for member in others { member.zoneChanged(upTo: token) } }
+    }
+
+    /// How many times a member was woken (tests).
+    static func wakes(of key: Key, number: Int) -> Int {
+        registry.withLock { $0.zones[key]?.members[number]?.wakes ?? 0 }
     }
 
     static func leave(_ key: Key, number: Int) {
@@ -167,11 +270,21 @@ final class ZoneSubscriptionMembership: Sendable {
         self.number = number
     }
 
-    /// Tells every member (this one included) that the member committed changes up to
-    /// `token`.
-    func committed(upTo token: ChangeToken) {
-        ZoneSubscriptions.deliver(token, to: key)
+    /// Notes that this member starts a commit: the tokens of this process's writer delivered
+    /// until it ends (``endCommit(upTo:)``) are held for it, since one of them may be its own.
+    func beginCommit() {
+        ZoneSubscriptions.beginCommit(key, number: number)
     }
+
+    /// Notes that this member's commit ended, at `token` when it was applied (after the
+    /// member took its outcome): the other members are woken with it when it is new, and
+    /// this one with what was held for it only when that is newer than `token`.
+    func endCommit(upTo token: ChangeToken?) {
+        ZoneSubscriptions.endCommit(key, number: number, upTo: token)
+    }
+
+    /// How many times this member was woken (tests).
+    var wakes: Int { ZoneSubscriptions.wakes(of: key, number: number) }
 
     /// Leaves the shared subscription. Calling it again does nothing.
     func leave() {

@@ -86,21 +86,31 @@ extension Mirror {
                 record.id, fields: record.fields!, baseVersion: record.version,
                 timestamp: HLCTimestamp(millis: record.modified.millis, counter: record.modified.counter &+ 1))
         }
+        let subscription = core.withLock { $0.subscription }
         while !operations.isEmpty {
-            let outcome = try await database.commit(operations, to: zone)
+            // The tokens delivered meanwhile are held for the commit's end (ZoneSubscriptions).
+            subscription?.beginCommit()
+            let outcome: CommitOutcome
+            do {
+                outcome = try await database.commit(operations, to: zone)
+            } catch {
+                subscription?.endCommit(upTo: nil)
+                throw error
+            }
             if outcome.isApplied {
-                let (pullDue, subscription) = core.withLock { engine in
+                let pullDue = core.withLock { engine in
                     // The rewrite stores what the mirror shows: a pull need not decode it again.
                     for case .applied(let stored) in outcome.results
                     where engine.pull[stored.id]?.version == stored.version - 1 && engine.records[stored.id] != nil {
                         engine.pull.replace(stored)
                     }
-                    return (engine.hint(outcome.token), engine.subscription)
+                    return engine.hint(outcome.token)
                 }
                 if pullDue { pullWakeup.signal() }
-                subscription?.committed(upTo: outcome.token)
+                subscription?.endCommit(upTo: outcome.token)
                 return operations.count
             }
+            subscription?.endCommit(upTo: nil)
             // Changed by another writer since it was read (migrated by another process, or
             // edited): leave it; commit the rest.
             operations = zip(operations, outcome.results).compactMap { operation, result in

@@ -188,10 +188,15 @@ extension JSONFileZone {
         // lines still left out then are damaged. (What follows is read on the next pass:
         // appends written in place there meanwhile could be read with holes again.)
         var count = size - start
+        // The journal kept its size since it was last read, and held only reserved space
+        // after its last complete append then: what is new was written in place, from
+        // `journalEnd` on, over that space.
+        let inPlace = size == disk.journalSize && disk.journalSeen == disk.journalEnd
         var shortened = false
         for _ in 0..<2 {
             do {
-                bytes = try JSONFileIO.readBytes(disk.journalFD, from: start, count: count)
+                bytes = try readNewBytes(disk.journalFD, from: start, count: count, inPlace: inPlace)
+                journalBytesRead.add(bytes.count, ordering: .relaxed)
             } catch {
                 throw located(MirrorError.posix(error.code, "read", file: path(name)))
             }
@@ -245,6 +250,39 @@ extension JSONFileZone {
         disk.journalSeen = start + max(scan.consumed, dataEnd)
         disk.journalSize = size
         return scan
+    }
+
+    /// The size of the first piece of a journal read (see
+    /// ``readNewBytes(_:from:count:inPlace:)``).
+    static let firstJournalPiece = 4096
+
+    /// Reads at most `count` of the journal's bytes from `start`.
+    ///
+    /// When the journal kept its size since it was last read and nothing but reserved space
+    /// followed its last complete append then (`inPlace`), everything past its data was
+    /// reserved space (``JSONFileFormat/reservedByte``s, read, or written
+    /// by this engine), and other writers of this format append over it from the data's end
+    /// on: what they appended since lies at `start`, one line after the other. So only a
+    /// first piece is read, and the rest only when the piece does not end in reserved space
+    /// (from its last line's end to its own). A reader then reads a small append and a
+    /// little space after it, not the whole reserved space after each append (16 KiB,
+    /// ``JSONFileFormat/journalReserve``). A journal that grew (a reservation, or a line
+    /// that an older writer put at its end) is read to its end.
+    private func readNewBytes(
+        _ fd: Int32, from start: Int, count: Int, inPlace: Bool
+    ) throws(FileSystem.Failure) -> FileBytes {
+        let first = min(count, Self.firstJournalPiece)
+        guard inPlace, first < count else { return try JSONFileIO.readBytes(fd, from: start, count: count) }
+        let bytes = FileBytes(capacity: count)
+        bytes.count = try JSONFileIO.read(fd, into: UnsafeMutableRawBufferPointer(start: bytes.base, count: first), at: start)
+        guard bytes.count == first else { return bytes }  // the file ends there
+        let piece = UnsafeRawBufferPointer(start: bytes.base, count: first)
+        var tail = first
+        while tail > 0, piece[tail - 1] == JSONFileFormat.reservedByte { tail -= 1 }
+        if tail < first, tail == 0 || piece[tail - 1] == UInt8(ascii: "\n") { return bytes }
+        bytes.count += try JSONFileIO.read(
+            fd, into: UnsafeMutableRawBufferPointer(start: bytes.base + first, count: count - first), at: start + first)
+        return bytes
     }
 
     /// Applies the complete commits of a scan, returning notifications for other writers'.
