@@ -123,6 +123,8 @@ final class ServerLink: Sendable {
     func withConnection<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
+        // A relay's request: a transaction of its own, as its user (see PostgreSQLActingUser).
+        let body = PostgreSQLActingUser.current.map { $0.wrap(body, logger: logger) } ?? body
         let lease = Lease()
         let client = client
         let work = Task {
@@ -160,7 +162,9 @@ final class ServerLink: Sendable {
     func withTransaction<Result: Sendable>(
         logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await withConnection { connection in
+        // A relay's request is already a transaction (see withConnection).
+        if PostgreSQLActingUser.current != nil { return try await withConnection(body) }
+        return try await withConnection { connection in
             try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
         }
     }
