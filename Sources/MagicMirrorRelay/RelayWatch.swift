@@ -60,18 +60,29 @@ final class RelayWatch: Sendable {
 
     /// Adds a subscription; the first starts the polling task.
     func add(_ zone: ZoneID, handler: @escaping Handler) -> MirrorCancellable {
-        let id = state.withLock { state in
+        let (id, registerNow) = state.withLock { state in
             let id = state.nextID
             state.nextID += 1
+            let isNew = state.handlers[zone] == nil
             state.handlers[zone, default: [:]][id] = handler
-            if state.task == nil { state.task = Task { [weak self] in await self?.poll() } }
-            return id
+            if state.task == nil {
+                state.task = Task { [weak self] in await self?.poll() }
+                return (id, false)
+            }
+            return (id, isNew)
+        }
+        if registerNow {
+            // A zone new to a running poll is told to the relay at once, not when the poll
+            // under way returns: the relay answers that poll and holds this one instead.
+            Task { [weak self] in
+                guard let self, let zones = self.watchedZones(endingTask: false) else { return }
+                try? await self.pollOnce(zones)
+            }
         }
         return MirrorCancellable { [weak self] in
             self?.state.withLock { state in
                 state.handlers[zone]?[id] = nil
                 if state.handlers[zone]?.isEmpty == true { state.handlers[zone] = nil }
-
             }
         }
     }
@@ -83,27 +94,36 @@ final class RelayWatch: Sendable {
 
     private func poll() async {
         var backoff = Duration.milliseconds(100)
-        while true {
-            // Without subscriptions the task ends; the next subscription starts another.
-            let zones = state.withLock { state -> [RelayWire.ZoneToken]? in
-                if state.handlers.isEmpty {
-                    state.task = nil
-                    return nil
-                }
-                return state.handlers.keys.map { RelayWire.ZoneToken(zone: $0, token: state.delivered[$0] ?? .initial) }
-            }
-            guard let zones else { return }
+        // Without subscriptions the task ends; the next subscription starts another.
+        while let zones = watchedZones(endingTask: true) {
             do {
-                let answer = try await transport.post(
-                    "watch", RelayWire.WatchRequest(session: session, zones: zones),
-                    timeout: TimeInterval(RelayWire.deadLinkSeconds), as: RelayWire.Hints.self)
+                try await pollOnce(zones)
                 backoff = .milliseconds(100)
-                deliver(answer.hints)
             } catch {
                 try? await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(2))
             }
         }
+    }
+
+    /// The zones to watch and the tokens known; `nil` without subscriptions (and then, when
+    /// `endingTask`, the polling task is marked ended).
+    private func watchedZones(endingTask: Bool) -> [RelayWire.ZoneToken]? {
+        state.withLock { state -> [RelayWire.ZoneToken]? in
+            if state.handlers.isEmpty {
+                if endingTask { state.task = nil }
+                return nil
+            }
+            return state.handlers.keys.map { RelayWire.ZoneToken(zone: $0, token: state.delivered[$0] ?? .initial) }
+        }
+    }
+
+    /// One long poll, its hints delivered.
+    private func pollOnce(_ zones: [RelayWire.ZoneToken]) async throws {
+        let answer = try await transport.post(
+            "watch", RelayWire.WatchRequest(session: session, zones: zones),
+            timeout: TimeInterval(RelayWire.deadLinkSeconds), as: RelayWire.Hints.self)
+        deliver(answer.hints)
     }
 
     /// Hints from the relay: each delivered when its token is past what this instance

@@ -88,6 +88,16 @@ enum RelaySetup {
         }
         let database = try await PostgreSQLDatabase(url: adminURL, environment: environment)
         await database.close()
+        do {
+            try await install(adminURL: adminURL, relayRole: relayRole, environment: environment)
+        } catch let error as PSQLError {
+            let state = error.serverInfo?[.sqlState] ?? "no state"
+            throw RelayConfiguration.Problem(
+                "the server refused the setup (\(state)): \(error.serverInfo?[.message] ?? "the connection failed")")
+        }
+    }
+
+    private static func install(adminURL: String, relayRole: String, environment: [String: String]) async throws {
         try await withAdminConnection(adminURL, environment: environment) { connection, logger in
             for statement in statements(relayRole: relayRole) {
                 for try await _ in try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) {}

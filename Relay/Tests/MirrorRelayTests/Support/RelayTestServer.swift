@@ -86,16 +86,23 @@ final class RunningRelay: Sendable {
         (self.process, self.url, self.database) = (process, url, database)
     }
 
-    /// Makes a database, sets it up, and starts a relay on it.
-    static func start(extraArguments: [String] = []) async throws -> RunningRelay {
-        let database = RelayTestServer.uniqueName("relay")
-        _ = try await RelayTestServer.admin("CREATE DATABASE \(database)")
+    /// Makes a database, sets it up, and starts a relay on it; or starts another relay on
+    /// the database of `sharing`.
+    static func start(extraArguments: [String] = [], sharing: RunningRelay? = nil) async throws -> RunningRelay {
+        let database = sharing?.database ?? RelayTestServer.uniqueName("relay")
         let executable = BuiltProducts.executable("mirror-relay")
-        let setup = try await Subprocess.run(
-            executable,
-            ["setup", "--admin-url", RelayTestServer.url(database: database), "--relay-role", RelayTestServer.relayRole])
-        guard setup.termination == .exited(0) else {
-            throw SubprocessError("mirror-relay setup failed: \(setup.standardError)")
+        if sharing == nil {
+            _ = try await RelayTestServer.admin("CREATE DATABASE \(database)")
+            // One setup at a time: each alters the cluster's one relay role, and PostgreSQL
+            // refuses two concurrent updates of a role ("tuple concurrently updated").
+            let setup = try await SetupGate.shared.run {
+                try await Subprocess.run(
+                    executable,
+                    ["setup", "--admin-url", RelayTestServer.url(database: database), "--relay-role", RelayTestServer.relayRole])
+            }
+            guard setup.termination == .exited(0) else {
+                throw SubprocessError("mirror-relay setup failed: \(setup.standardError)")
+            }
         }
         let process = try Subprocess(
             executable,
@@ -130,12 +137,12 @@ final class RunningRelay: Sendable {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
     }
 
-    /// Stops the relay (SIGTERM) and drops its database.
-    func stop() async {
+    /// Stops the relay (SIGTERM) and, unless `keepingDatabase`, drops its database.
+    func stop(keepingDatabase: Bool = false) async {
         process.kill(SIGTERM)
         _ = try? await process.wait(timeout: .seconds(30))
         if process.termination == nil { process.kill() }
-        _ = try? await RelayTestServer.admin("DROP DATABASE IF EXISTS \(database) WITH (FORCE)")
+        if !keepingDatabase { _ = try? await RelayTestServer.admin("DROP DATABASE IF EXISTS \(database) WITH (FORCE)") }
     }
 
     /// Runs `body` with a relay that is stopped afterwards, whatever happens.
@@ -149,5 +156,24 @@ final class RunningRelay: Sendable {
             await relay.stop()
             throw error
         }
+    }
+}
+
+/// Runs one `mirror-relay setup` of this test process at a time.
+actor SetupGate {
+    static let shared = SetupGate()
+    private var busy = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    func run<Result: Sendable>(_ body: @Sendable () async throws -> Result) async throws -> Result {
+        if busy {
+            await withCheckedContinuation { waiting.append($0) }
+        } else {
+            busy = true
+        }
+        defer {
+            if waiting.isEmpty { busy = false } else { waiting.removeFirst().resume() }
+        }
+        return try await body()
     }
 }
