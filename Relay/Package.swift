@@ -45,7 +45,7 @@ let package = Package(
             name: "mirror-relay",
             dependencies: ["MirrorRelayServer"]
         ),
-        // Against a real relay process and a real server: Scripts/test-relay.sh.
+        // Against real relay processes and a throwaway server: run by Scripts/test-all.sh.
         .testTarget(
             name: "MirrorRelayTests",
             dependencies: [

@@ -9,10 +9,9 @@ import Synchronization
 /// `/v1/watch` long polls) a bounded queue of hints.
 ///
 /// State, behind one mutex (never held while subscribing, reading or awaiting):
-/// - `sessions`: per user and session id, the zones watched, the queue (at most one hint
-///   per zone and reason: a new hint's record ids join the queued one's, cut at
-///   `RelayWire.maximumHintIDs`, and its token replaces the older), the waiting poll's
-///   wake-up, and when the session last polled;
+/// - `sessions`: per user and session id, the zones watched, the queue (``HintQueue``: at
+///   most one hint per zone and reason), the waiting poll's wake-up, and when the session
+///   last polled;
 /// - `watches`: per user and zone, the subscription and the sessions that watch it.
 ///
 /// A session that has not polled for `RelayWire.deadLinkSeconds` is forgotten by
@@ -21,12 +20,10 @@ import Synchronization
 final class RelayHub: Sendable {
     private struct SessionKey: Hashable { let subject: String; let id: String }
     private struct WatchKey: Hashable { let subject: String; let zone: ZoneID }
-    private struct QueueKey: Hashable { let zone: ZoneID; let reason: RemoteNotification.Reason }
 
     private struct Session {
         var zones: Set<ZoneID> = []
-        var queue: [QueueKey: RemoteNotification] = [:]
-        var order: [QueueKey] = []
+        var queue = HintQueue()
         var wake: AsyncStream<Void>.Continuation?
         var lastSeen = ContinuousClock.now
     }
@@ -95,9 +92,7 @@ final class RelayHub: Sendable {
         }
         return state.withLock { state in
             guard var session = state.sessions[key] else { return [] }
-            let hints = session.order.compactMap { session.queue[$0] }
-            session.queue = [:]
-            session.order = []
+            let hints = session.queue.drain()
             session.wake = nil
             session.lastSeen = .now
             state.sessions[key] = session
@@ -113,8 +108,7 @@ final class RelayHub: Sendable {
             let wanted = Set(zones.map(\.zone))
             let gone = session.zones.subtracting(wanted)
             session.zones = session.zones.intersection(wanted)
-            session.order.removeAll { gone.contains($0.zone) }
-            session.queue = session.queue.filter { !gone.contains($0.key.zone) }
+            session.queue.remove(zones: gone)
             session.lastSeen = .now
             state.sessions[key] = session
             return gone.compactMap { leave(&state, key, zone: $0) }
@@ -176,22 +170,9 @@ final class RelayHub: Sendable {
         let wakes = state.withLock { state -> [AsyncStream<Void>.Continuation] in
             var wakes: [AsyncStream<Void>.Continuation] = []
             for key in sessions {
-                guard var session = state.sessions[key], session.zones.contains(notification.zone) else { continue }
-                let queueKey = QueueKey(zone: notification.zone, reason: notification.reason)
-                if var queued = session.queue[queueKey] {
-                    let room = max(0, RelayWire.maximumHintIDs - queued.recordIDs.count)
-                    queued.recordIDs += notification.recordIDs.filter { !queued.recordIDs.contains($0) }.prefix(room)
-                    queued.token = max(queued.token, notification.token)
-                    queued.writer = queued.writer == notification.writer ? queued.writer : nil
-                    session.queue[queueKey] = queued
-                } else {
-                    var hint = notification
-                    hint.recordIDs = Array(hint.recordIDs.prefix(RelayWire.maximumHintIDs))
-                    session.queue[queueKey] = hint
-                    session.order.append(queueKey)
-                }
-                if let wake = session.wake { wakes.append(wake) }
-                state.sessions[key] = session
+                guard state.sessions[key]?.zones.contains(notification.zone) == true else { continue }
+                state.sessions[key]?.queue.add(notification)  // in place: no copy of the queue
+                if let wake = state.sessions[key]?.wake { wakes.append(wake) }
             }
             return wakes
         }

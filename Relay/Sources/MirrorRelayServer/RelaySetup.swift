@@ -110,7 +110,7 @@ enum RelaySetup {
         _ url: String, environment: [String: String],
         _ body: @Sendable (PostgresConnection, Logger) async throws -> Void
     ) async throws {
-        let configuration = try PostgreSQLConnectionURL.configuration(from: url, environment: environment)
+        let configuration = try PostgresClient.Configuration(magicMirrorURL: url, environment: environment)
         let logger = Logger(label: "mirror-relay.setup", factory: { _ in SwiftLogNoOpLogHandler() })
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in

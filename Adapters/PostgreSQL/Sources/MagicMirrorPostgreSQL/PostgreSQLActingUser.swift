@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import MagicMirror
 import PostgresNIO
 
 /// The user a process that serves many users (`mirror-relay`) acts for in the current task:
@@ -58,5 +59,15 @@ import PostgresNIO
                 return try await body(connection)
             }
         }
+    }
+}
+
+@_spi(Relay) extension PostgresClient.Configuration {
+    /// The configuration a connection URL names, read as ``PostgreSQLDatabase/init(url:environment:maximumConnections:)``
+    /// reads it (for `mirror-relay`'s own connections).
+    ///
+    /// - Throws: `unsupportedFormat` for a malformed URL or one that carries a password.
+    public init(magicMirrorURL url: String, environment: [String: String]) throws {
+        self = try PostgreSQLConnectionURL.configuration(from: url, environment: environment)
     }
 }

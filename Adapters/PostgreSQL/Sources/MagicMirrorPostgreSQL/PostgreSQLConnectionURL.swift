@@ -3,11 +3,9 @@ import MagicMirror
 import PostgresNIO
 
 /// Parses `postgres://ROLE@HOST:PORT/DATABASE?sslmode=MODE&host=SOCKETDIR` into a
-/// postgres-nio configuration; see ``PostgreSQLDatabase/init(url:environment:)``. Not API:
-/// `mirror-relay` reads its URLs with it too.
-@_spi(Relay) public enum PostgreSQLConnectionURL {
-    /// The configuration `text` names; throws `unsupportedFormat` for a malformed URL.
-    public static func configuration(
+/// postgres-nio configuration; see ``PostgreSQLDatabase/init(url:environment:)``.
+enum PostgreSQLConnectionURL {
+    static func configuration(
         from text: String, environment: [String: String]
     ) throws(MirrorError) -> PostgresClient.Configuration {
         guard let components = URLComponents(string: text),

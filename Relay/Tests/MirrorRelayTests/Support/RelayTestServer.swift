@@ -12,7 +12,7 @@ import PostgresNIO
 import Testing
 
 /// The throwaway server `Adapters/PostgreSQL/Scripts/with-postgres.sh` started (see
-/// `Scripts/test-relay.sh`), and relays started on fresh databases of it.
+/// `Scripts/test-all.sh`), and relays started on fresh databases of it.
 enum RelayTestServer {
     /// The superuser URL of the server, from `MAGICMIRROR_POSTGRES_URL`.
     static let adminURL = ProcessInfo.processInfo.environment["MAGICMIRROR_POSTGRES_URL"]
@@ -40,7 +40,7 @@ enum RelayTestServer {
     /// Runs `statement` as the superuser on database `name` and returns the first column of
     /// each row, as text.
     static func admin(_ statement: String, database name: String = "postgres") async throws -> [String] {
-        let configuration = try PostgreSQLConnectionURL.configuration(from: url(database: name), environment: [:])
+        let configuration = try PostgresClient.Configuration(magicMirrorURL: url(database: name), environment: [:])
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         let run = Task { await client.run() }
         defer { run.cancel() }
