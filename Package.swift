@@ -9,6 +9,8 @@ let package = Package(
     products: [
         .library(name: "MagicMirror", targets: ["MagicMirror"]),
         .library(name: "MirrorTesting", targets: ["MirrorTesting"]),
+        // A database that talks to a mirror-relay over HTTP (URLSession): Relay/.
+        .library(name: "MagicMirrorRelay", targets: ["MagicMirrorRelay"]),
         .executable(name: "mirror-db", targets: ["mirror-db"]),
         // The example's console, for mirror-todo-postgres in Adapters/PostgreSQL.
         .library(name: "TodoConsoleKit", targets: ["TodoConsoleKit"]),
@@ -19,6 +21,7 @@ let package = Package(
     targets: [
         .target(name: "MagicMirror"),
         .target(name: "MirrorTesting", dependencies: ["MagicMirror"]),
+        .target(name: "MagicMirrorRelay", dependencies: ["MagicMirror"]),
         // The example: a shared to-do list that several processes edit live. The console
         // takes its database from the executable, so mirror-todo-postgres shares it.
         .target(name: "TodoConsoleKit", dependencies: ["MagicMirror"], path: "Examples/TodoConsoleKit"),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test of the project, in one command: the root package's tests, the AES-GCM cipher's
-# (Adapters/Encryption), then the PostgreSQL adapter's tests against a throwaway server that
-# Adapters/PostgreSQL/Scripts/with-postgres.sh starts (installing PostgreSQL first if it is
-# missing) and removes afterwards.
+# (Adapters/Encryption), then the PostgreSQL adapter's tests and the relay's (Relay/), each
+# against a throwaway server that Adapters/PostgreSQL/Scripts/with-postgres.sh starts
+# (installing PostgreSQL first if it is missing) and removes afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each JSON-file database a process watches natively holds one inotify instance, and the
@@ -30,3 +30,5 @@ swift test --disable-xctest "$@"
 # The AES-GCM cipher's package (swift-crypto): its own tests, then PostgreSQL's.
 swift test --disable-xctest --package-path Adapters/Encryption "$@"
 Adapters/PostgreSQL/Scripts/with-postgres.sh swift test --disable-xctest --package-path Adapters/PostgreSQL "$@"
+# The relay's tests start mirror-relay processes on fresh databases of their own server.
+Adapters/PostgreSQL/Scripts/with-postgres.sh swift test --disable-xctest --package-path Relay "$@"

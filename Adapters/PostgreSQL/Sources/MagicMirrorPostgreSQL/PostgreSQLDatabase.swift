@@ -235,7 +235,7 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         try RecordOperation.validate(operations, in: zone)
         guard !operations.isEmpty else { return CommitOutcome(results: [], token: try await currentToken(in: zone)) }
         let key = ZoneKey(zone)
-        let writer = writerID
+        let writer = PostgreSQLActingUser.current?.writerID ?? writerID
         let base = baseGeneration
         let logger = logger
         let result: ZoneCommit.Result

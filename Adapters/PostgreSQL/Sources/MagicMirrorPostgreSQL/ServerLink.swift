@@ -134,6 +134,8 @@ final class ServerLink: Sendable {
     func withConnection<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
+        // A relay's request: a transaction of its own, as its user (see PostgreSQLActingUser).
+        let body = PostgreSQLActingUser.current.map { $0.wrap(body, logger: logger) } ?? body
         if let result = try await listener.withListeningConnection(wait: false, body) { return result }
         let lease = Lease()
         let client = client
@@ -176,7 +178,9 @@ final class ServerLink: Sendable {
     func withTransaction<Result: Sendable>(
         logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await withConnection { connection in
+        // A relay's request is already a transaction (see withConnection).
+        if PostgreSQLActingUser.current != nil { return try await withConnection(body) }
+        return try await withConnection { connection in
             try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
         }
     }

@@ -1,0 +1,71 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+// mirror-relay: many users' apps on one PostgreSQL, over HTTP. A package of its own, so that
+// the root package keeps no dependencies and the adapter keeps only postgres-nio's.
+let package = Package(
+    name: "MirrorRelay",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "mirror-relay", targets: ["mirror-relay"]),
+        .library(name: "MirrorRelayServer", targets: ["MirrorRelayServer"]),
+    ],
+    dependencies: [
+        .package(name: "MagicMirror", path: ".."),
+        .package(name: "MagicMirrorPostgreSQL", path: "../Adapters/PostgreSQL"),
+        // The HTTP server.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        // Tokens: HS256 and ES256 signatures, expiry and audience.
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.0.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.5.0"),
+        // Come with Hummingbird and the adapter; named because the relay imports them
+        // (ByteBuffer; the connection a commit records its idempotency key on).
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.0.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
+        // Comes with Hummingbird: HTTP statuses and header names.
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
+    ],
+    targets: [
+        // The relay as a library: configuration, tokens, routes, fan-out; the tests start it.
+        .target(
+            name: "MirrorRelayServer",
+            dependencies: [
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MagicMirrorRelay", package: "MagicMirror"),
+                .product(name: "MagicMirrorPostgreSQL", package: "MagicMirrorPostgreSQL"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .executableTarget(
+            name: "mirror-relay",
+            dependencies: ["MirrorRelayServer"]
+        ),
+        // Against real relay processes and a throwaway server: run by Scripts/test-all.sh.
+        .testTarget(
+            name: "MirrorRelayTests",
+            dependencies: [
+                "MirrorRelayServer",
+                "mirror-relay",
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MagicMirrorRelay", package: "MagicMirror"),
+                .product(name: "MirrorTesting", package: "MagicMirror"),
+                .product(name: "MirrorTestSupport", package: "MagicMirror"),
+                .product(name: "MagicMirrorPostgreSQL", package: "MagicMirrorPostgreSQL"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+for target in package.targets {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    target.swiftSettings = settings
+}

@@ -1,0 +1,198 @@
+import Foundation
+import MagicMirror
+@_spi(Relay) import MagicMirrorPostgreSQL
+@_spi(RelayProtocol) import MagicMirrorRelay
+import Synchronization
+
+/// The relay's fan-out: one subscription per user and zone on that user's database (all
+/// fed by the process's one listening connection), and per client connection (a session of
+/// `/v1/watch` long polls) a bounded queue of hints.
+///
+/// State, behind one mutex (never held while subscribing, reading or awaiting):
+/// - `sessions`: per user and session id, the zones watched, the queue (``HintQueue``: at
+///   most one hint per zone and reason), the waiting poll's wake-up, and when the session
+///   last polled;
+/// - `watches`: per user and zone, the subscription and the sessions that watch it.
+///
+/// A session that has not polled for `RelayWire.deadLinkSeconds` is forgotten by
+/// ``sweep()``, and a subscription no session watches is cancelled. Memory is bounded by
+/// the sessions' zones (at most `RelayWire.maximumWatchedZones` each) times three reasons.
+final class RelayHub: Sendable {
+    private struct SessionKey: Hashable { let subject: String; let id: String }
+    private struct WatchKey: Hashable { let subject: String; let zone: ZoneID }
+
+    private struct Session {
+        var zones: Set<ZoneID> = []
+        var queue = HintQueue()
+        var wake: AsyncStream<Void>.Continuation?
+        var lastSeen = ContinuousClock.now
+    }
+
+    private struct Watch {
+        var sessions: Set<SessionKey>
+        let subscription: MirrorCancellable
+    }
+
+    private struct State {
+        var sessions: [SessionKey: Session] = [:]
+        var watches: [WatchKey: Watch] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// The number of sessions and subscriptions, for tests and logs.
+    var counts: (sessions: Int, watches: Int) { state.withLock { ($0.sessions.count, $0.watches.count) } }
+
+    /// One long poll: registers the session's zones, queues what changed since the tokens
+    /// the client gave for zones new to the session, then waits up to `RelayWire.pollSeconds`
+    /// for a hint and returns the queue.
+    ///
+    /// - Throws: A ``RelayFailure`` for a malformed request; a `MirrorError` from reading.
+    func poll(
+        _ request: RelayWire.WatchRequest, subject: String, database: PostgreSQLDatabase
+    ) async throws -> [RemoteNotification] {
+        guard (1...64).contains(request.session.utf8.count) else {
+            throw RelayFailure.badRequest("a watch's session id is 1 to 64 bytes")
+        }
+        guard request.zones.count <= RelayWire.maximumWatchedZones,
+            Set(request.zones.map(\.zone)).count == request.zones.count
+        else {
+            throw RelayFailure.badRequest("a watch names at most \(RelayWire.maximumWatchedZones) distinct zones")
+        }
+        for watched in request.zones { try watched.zone.validate() }
+        let key = SessionKey(subject: subject, id: request.session)
+        let added = register(key, zones: request.zones)
+        let acting = PostgreSQLActingUser(role: subject)
+        for watched in added {
+            try subscribe(subject: subject, zone: watched.zone, session: key, database: database, acting: acting)
+            // What changed before the subscription: the client pulls since its token.
+            let changes = try await PostgreSQLActingUser.$current.withValue(acting) {
+                try await database.changes(in: watched.zone, since: watched.token)
+            }
+            if changes.token != watched.token {
+                for hint in RelayWire.notifications(
+                    changes.records, zone: watched.zone, token: changes.token, writer: nil, identifier: database.identifier)
+                { enqueue(hint, for: [key]) }
+            }
+        }
+        let (stream, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let waiting = state.withLock { state -> Bool in
+            guard state.sessions[key]?.queue.isEmpty == true else { return false }
+            state.sessions[key]?.wake?.finish()
+            state.sessions[key]?.wake = wake
+            return true
+        }
+        if waiting {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { for await _ in stream { return } }
+                group.addTask { try? await Task.sleep(for: .seconds(RelayWire.pollSeconds)) }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        return state.withLock { state in
+            guard var session = state.sessions[key] else { return [] }
+            let hints = session.queue.drain()
+            session.wake = nil
+            session.lastSeen = .now
+            state.sessions[key] = session
+            return hints
+        }
+    }
+
+    /// Sets the session's zones; returns those new to it. Zones it no longer names lose
+    /// their queued hints and, when no other session watches them, their subscription.
+    private func register(_ key: SessionKey, zones: [RelayWire.ZoneToken]) -> [RelayWire.ZoneToken] {
+        let dropped = state.withLock { state -> [MirrorCancellable] in
+            var session = state.sessions[key] ?? Session()
+            let wanted = Set(zones.map(\.zone))
+            let gone = session.zones.subtracting(wanted)
+            session.zones = session.zones.intersection(wanted)
+            session.queue.remove(zones: gone)
+            session.lastSeen = .now
+            state.sessions[key] = session
+            return gone.compactMap { leave(&state, key, zone: $0) }
+        }
+        for subscription in dropped { subscription.cancel() }
+        return state.withLock { state in zones.filter { !(state.sessions[key]?.zones.contains($0.zone) ?? false) } }
+    }
+
+    /// Removes the session from the zone's watch; returns the subscription to cancel when
+    /// none is left.
+    private func leave(_ state: inout State, _ key: SessionKey, zone: ZoneID) -> MirrorCancellable? {
+        let watchKey = WatchKey(subject: key.subject, zone: zone)
+        state.watches[watchKey]?.sessions.remove(key)
+        guard let watch = state.watches[watchKey], watch.sessions.isEmpty else { return nil }
+        state.watches[watchKey] = nil
+        return watch.subscription
+    }
+
+    private func subscribe(
+        subject: String, zone: ZoneID, session: SessionKey, database: PostgreSQLDatabase, acting: PostgreSQLActingUser
+    ) throws {
+        let watchKey = WatchKey(subject: subject, zone: zone)
+        let joined = state.withLock { state -> Bool in
+            state.sessions[session]?.zones.insert(zone)
+            guard state.watches[watchKey] != nil else { return false }
+            state.watches[watchKey]?.sessions.insert(session)
+            return true
+        }
+        if joined { return }
+        // The user's pulls run as the user: the database's listening task starts here.
+        // A commit through this relay is delivered by the database inside the commit, under
+        // the database's writer id: name the client's instead, which the committing task
+        // carries, so that the client knows its own commit.
+        let relayWriter = database.writerID
+        let subscription = try PostgreSQLActingUser.$current.withValue(acting) {
+            try database.subscribe(to: zone) { [weak self] notification in
+                var notification = notification
+                if notification.writer == relayWriter { notification.writer = PostgreSQLActingUser.current?.writerID }
+                self?.fanOut(notification, watch: watchKey)
+            }
+        }
+        let extra = state.withLock { state -> MirrorCancellable? in
+            if state.watches[watchKey] != nil {
+                state.watches[watchKey]?.sessions.insert(session)
+                return subscription
+            }
+            state.watches[watchKey] = Watch(sessions: [session], subscription: subscription)
+            return nil
+        }
+        extra?.cancel()
+    }
+
+    private func fanOut(_ notification: RemoteNotification, watch: WatchKey) {
+        let sessions = state.withLock { $0.watches[watch]?.sessions ?? [] }
+        enqueue(notification, for: sessions)
+    }
+
+    private func enqueue(_ notification: RemoteNotification, for sessions: Set<SessionKey>) {
+        let wakes = state.withLock { state -> [AsyncStream<Void>.Continuation] in
+            var wakes: [AsyncStream<Void>.Continuation] = []
+            for key in sessions {
+                guard state.sessions[key]?.zones.contains(notification.zone) == true else { continue }
+                state.sessions[key]?.queue.add(notification)  // in place: no copy of the queue
+                if let wake = state.sessions[key]?.wake { wakes.append(wake) }
+            }
+            return wakes
+        }
+        for wake in wakes { wake.yield() }
+    }
+
+    /// Forgets the sessions that have not polled for `RelayWire.deadLinkSeconds` and are not
+    /// polling, and the subscriptions left without a session.
+    func sweep(now: ContinuousClock.Instant = .now) {
+        let dropped = state.withLock { state -> [MirrorCancellable] in
+            let dead = state.sessions.filter {
+                $0.value.wake == nil && now - $0.value.lastSeen > .seconds(RelayWire.deadLinkSeconds)
+            }
+            var dropped: [MirrorCancellable] = []
+            for (key, session) in dead {
+                state.sessions[key] = nil
+                dropped += session.zones.compactMap { leave(&state, key, zone: $0) }
+            }
+            return dropped
+        }
+        for subscription in dropped { subscription.cancel() }
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import MagicMirror
+@_spi(Relay) import MagicMirrorPostgreSQL
+@_spi(RelayProtocol) import MagicMirrorRelay
+import NIOCore
+import PostgresNIO
+import Synchronization
+
+/// The protocol's requests (see the article "The relay"): each checks the token, reads
+/// and checks its body, then acts as the token's subject.
+struct RelayRoutes: Sendable {
+    /// The largest commit body, and the largest body of any other request.
+    static let maximumCommitBytes = 96 * 1024 * 1024
+    static let maximumRequestBytes = 1024 * 1024
+    /// The most records a page of `/v1/records` carries.
+    static let maximumPageSize = 5_000
+
+    let tokens: RelayTokens
+    let users: RelayUsers
+    let hub: RelayHub
+    let logger: Logger
+
+    func add(to router: Router<BasicRequestContext>) {
+        router.get("health") { _, _ in json(["status": "ok"]) }
+        router.post("v1/commit") { request, _ in try await commit(request) }
+        router.post("v1/changes") { request, _ in
+            try await serve(request, RelayWire.ChangesRequest.self) { body, database in
+                if let since = body.since {
+                    return json(RelayWire.Changes(try await database.changes(in: body.zone, since: since)))
+                }
+                return json(RelayWire.Changes(try await database.fetchAll(in: body.zone)))
+            }
+        }
+        router.post("v1/records") { request, _ in
+            try await serve(request, RelayWire.PageRequest.self) { body, database in
+                guard (1...Self.maximumPageSize).contains(body.limit) else {
+                    throw RelayFailure.badRequest("a page's limit is 1 to \(Self.maximumPageSize)")
+                }
+                let all = try await database.fetchAll(in: body.zone)
+                let sorted = all.records.sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
+                let after = body.after.map { after in sorted.firstIndex { after.utf8.lexicographicallyPrecedes($0.id.utf8) } ?? sorted.endIndex } ?? 0
+                let page = sorted[after...].prefix(body.limit)
+                let next = after + page.count < sorted.count ? page.last?.id : nil
+                return json(RelayWire.Page(records: page.map(RelayWire.Record.init), token: all.token, next: next))
+            }
+        }
+        router.post("v1/fetch") { request, _ in
+            try await serve(request, RelayWire.FetchRequest.self) { body, database in
+                json(RelayWire.Records(records: try await database.fetch(body.ids, in: body.zone).map(RelayWire.Record.init)))
+            }
+        }
+        router.post("v1/token") { request, _ in
+            try await serve(request, RelayWire.TokenRequest.self) { body, database in
+                json(try await database.currentToken(in: body.zone))
+            }
+        }
+        router.post("v1/watch") { request, _ in
+            let subject = try await tokens.subject(authorization: request.headers[.authorization])
+            let body = try await decode(request, RelayWire.WatchRequest.self, limit: Self.maximumRequestBytes)
+            let database = try await users.database(for: subject)
+            return json(RelayWire.Hints(hints: try await hub.poll(body, subject: subject, database: database)))
+        }
+    }
+
+    /// A read: token, body, then `body` as the subject.
+    private func serve<Body: Decodable & Sendable>(
+        _ request: Request, _ type: Body.Type,
+        _ handle: @escaping @Sendable (Body, PostgreSQLDatabase) async throws -> Response
+    ) async throws -> Response {
+        let subject = try await tokens.subject(authorization: request.headers[.authorization])
+        let body = try await decode(request, type, limit: Self.maximumRequestBytes)
+        let database = try await users.database(for: subject)
+        return try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: subject)) {
+            try await handle(body, database)
+        }
+    }
+
+    /// A commit, applied once per idempotency key: the key is recorded in the commit's own
+    /// transaction, so a retry after a lost answer finds it, stores nothing again, and is
+    /// answered with the stored records (`replayed`).
+    private func commit(_ request: Request) async throws -> Response {
+        let subject = try await tokens.subject(authorization: request.headers[.authorization])
+        let body = try await decode(request, RelayWire.CommitRequest.self, limit: Self.maximumCommitBytes)
+        let key = request.headers[CommitClaim.header]
+        if let key {
+            guard (1...128).contains(key.utf8.count),
+                key.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "-") })
+            else { throw RelayFailure.badRequest("an Idempotency-Key is 1 to 128 letters, digits and dashes") }
+        }
+        guard (1...255).contains(body.writerID.utf8.count), body.writerID.unicodeScalars.allSatisfy({ $0.value >= 0x20 }) else {
+            throw RelayFailure.badRequest("a commit's writerID is 1 to 255 bytes without control characters")
+        }
+        let database = try await users.database(for: subject)
+        let operations = body.operations.map(\.operation)
+        let claim = CommitClaim(subject: subject, key: key)
+        let claiming = PostgreSQLActingUser(role: subject, writerID: body.writerID, beforeRole: key == nil ? nil : claim.record)
+        do {
+            let outcome = try await PostgreSQLActingUser.$current.withValue(claiming) {
+                try await database.commit(operations, to: body.zone)
+            }
+            return json(RelayWire.CommitResponse(outcome, replayed: false))
+        } catch where claim.wasAppliedBefore {
+            // Applied before: the database recognises each operation as a retry by its writer
+            // and timestamp, and answers with what is stored.
+            let outcome = try await PostgreSQLActingUser.$current.withValue(
+                PostgreSQLActingUser(role: subject, writerID: body.writerID)
+            ) { try await database.commit(operations, to: body.zone) }
+            logger.info("replayed a commit", metadata: ["subject": "\(subject)", "key": "\(key ?? "")"])
+            return json(RelayWire.CommitResponse(outcome, replayed: true))
+        }
+    }
+
+    /// The request's body as `type`, at most `limit` bytes.
+    private func decode<Body: Decodable>(_ request: Request, _ type: Body.Type, limit: Int) async throws -> Body {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: limit)
+        } catch {
+            throw RelayFailure(.contentTooLarge, "payloadTooLarge", "the request's body is larger than \(limit) bytes")
+        }
+        do {
+            return try JSONDecoder().decode(type, from: Data(buffer.readableBytesView))
+        } catch {
+            throw RelayFailure.badRequest("the request's body is not a \(type) in JSON: \(error)")
+        }
+    }
+}
+
+/// A commit's idempotency key, recorded first in the commit's transaction (as the relay's
+/// role, before `SET LOCAL ROLE`): the row commits or rolls back with the commit.
+final class CommitClaim: Sendable {
+    static let header = HTTPField.Name("Idempotency-Key")!
+    let subject: String
+    let key: String?
+    /// `nil` until recorded; `false` when the key was recorded by an earlier commit.
+    private let recorded = Mutex<Bool?>(nil)
+
+    init(subject: String, key: String?) { (self.subject, self.key) = (subject, key) }
+
+    /// Whether the key was found recorded: the commit was applied before.
+    var wasAppliedBefore: Bool { recorded.withLock { $0 == false } }
+
+    /// Records the key, once per request; throws when it was recorded before.
+    func record(on connection: PostgresConnection, logger: Logger) async throws {
+        guard let key, recorded.withLock({ $0 == nil }) else { return }
+        let rows = try await connection.query(
+            """
+            INSERT INTO magicmirror_relay.commits (subject, key) VALUES (\(subject), \(key))
+            ON CONFLICT DO NOTHING RETURNING 1
+            """, logger: logger)
+        var inserted = false
+        for try await _ in rows { inserted = true }
+        recorded.withLock { $0 = inserted }
+        if !inserted { throw RelayFailure(.conflict, "replayed", "the commit was applied before") }
+    }
+}
+
+/// Every error as the protocol's JSON error, unknown paths included.
+struct RelayErrorMiddleware: RouterMiddleware {
+    typealias Context = BasicRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            return RelayFailure.response(for: error)
+        }
+    }
+}

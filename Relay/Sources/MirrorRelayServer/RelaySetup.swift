@@ -1,0 +1,124 @@
+import Foundation
+import Logging
+import MagicMirror
+@_spi(Relay) import MagicMirrorPostgreSQL
+import PostgresNIO
+
+/// What `mirror-relay setup` installs, as an administrator, beside the `magicmirror` schema
+/// (which it installs or migrates by opening a `PostgreSQLDatabase`):
+///
+/// - the role the relay connects as: `LOGIN NOINHERIT`, never superuser, no `BYPASSRLS`, no
+///   `CREATEROLE`: it reads and writes only as the users it acts for (`SET LOCAL ROLE`);
+/// - the schema `magicmirror_relay`, closed to `PUBLIC`:
+///   - `users`: the subjects whose roles the relay provisioned; the relay acts for these
+///     only;
+///   - `commits`: the idempotency keys of applied commits, written in each commit's own
+///     transaction, readable and writable by the relay role only;
+///   - `provision(subject)`, `SECURITY DEFINER` (the administrator's rights), executable by
+///     the relay role only: creates the `NOLOGIN NOINHERIT` role named exactly as the
+///     subject (the schema's rules read `current_user`, so a user's role is their name) and
+///     makes the relay a member of it. It refuses a subject that is longer than 63 bytes,
+///     begins with `pg_`, or names a role that exists and that it did not create
+///     (`postgres`, the relay's own role, an administrator's).
+enum RelaySetup {
+    /// The statements of the relay's schema for the relay role `role` (quoted here).
+    static func statements(relayRole role: String) -> [String] {
+        let quoted = "\"" + role.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        let literal = "'" + role.replacingOccurrences(of: "'", with: "''") + "'"
+        return [
+            """
+            DO $do$ BEGIN
+                IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = \(literal)) THEN
+                    CREATE ROLE \(quoted) LOGIN NOINHERIT;
+                END IF;
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN
+                NULL; -- made meanwhile by a setup of another database of the cluster
+            END $do$
+            """,
+            "ALTER ROLE \(quoted) NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB NOINHERIT",
+            "CREATE SCHEMA IF NOT EXISTS magicmirror_relay",
+            "REVOKE ALL ON SCHEMA magicmirror_relay FROM PUBLIC",
+            """
+            CREATE TABLE IF NOT EXISTS magicmirror_relay.users (
+                subject text COLLATE "C" PRIMARY KEY,
+                created timestamptz NOT NULL DEFAULT now())
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS magicmirror_relay.commits (
+                subject text COLLATE "C" NOT NULL,
+                key text COLLATE "C" NOT NULL,
+                created timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (subject, key))
+            """,
+            """
+            CREATE OR REPLACE FUNCTION magicmirror_relay.provision(p_subject text)
+            RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+            BEGIN
+                IF EXISTS (SELECT 1 FROM magicmirror_relay.users WHERE subject = p_subject) THEN
+                    RETURN;
+                END IF;
+                IF p_subject IS NULL OR octet_length(p_subject) NOT BETWEEN 1 AND 63
+                   OR left(p_subject, 3) = 'pg_' THEN
+                    RAISE EXCEPTION USING ERRCODE = '42501',
+                        MESSAGE = 'magicmirror-relay: this subject cannot be a role name';
+                END IF;
+                IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_subject) THEN
+                    RAISE EXCEPTION USING ERRCODE = '42501',
+                        MESSAGE = format('magicmirror-relay: the role %I exists and was not made for the relay', p_subject);
+                END IF;
+                EXECUTE format('CREATE ROLE %I NOLOGIN NOINHERIT', p_subject);
+                EXECUTE format('GRANT %I TO %I', p_subject, \(literal));
+                INSERT INTO magicmirror_relay.users (subject) VALUES (p_subject);
+            END $fn$
+            """,
+            "REVOKE ALL ON FUNCTION magicmirror_relay.provision(text) FROM PUBLIC",
+            "GRANT USAGE ON SCHEMA magicmirror_relay TO \(quoted)",
+            "GRANT SELECT ON magicmirror_relay.users TO \(quoted)",
+            "GRANT SELECT, INSERT ON magicmirror_relay.commits TO \(quoted)",
+            "GRANT EXECUTE ON FUNCTION magicmirror_relay.provision(text) TO \(quoted)",
+        ]
+    }
+
+    /// Installs everything as the administrator the URL names.
+    ///
+    /// - Throws: A `MirrorError` when the server refuses.
+    static func run(adminURL: String, relayRole: String, environment: [String: String]) async throws {
+        guard !relayRole.isEmpty, relayRole.utf8.count <= 63, !relayRole.hasPrefix("pg_") else {
+            throw RelayConfiguration.Problem("--relay-role takes a role name of 1 to 63 bytes, not beginning with pg_")
+        }
+        let database = try await PostgreSQLDatabase(url: adminURL, environment: environment)
+        await database.close()
+        do {
+            try await install(adminURL: adminURL, relayRole: relayRole, environment: environment)
+        } catch let error as PSQLError {
+            let state = error.serverInfo?[.sqlState] ?? "no state"
+            throw RelayConfiguration.Problem(
+                "the server refused the setup (\(state)): \(error.serverInfo?[.message] ?? "the connection failed")")
+        }
+    }
+
+    private static func install(adminURL: String, relayRole: String, environment: [String: String]) async throws {
+        try await withAdminConnection(adminURL, environment: environment) { connection, logger in
+            for statement in statements(relayRole: relayRole) {
+                for try await _ in try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) {}
+            }
+        }
+    }
+
+    /// Runs `body` on one connection as the URL's role.
+    static func withAdminConnection(
+        _ url: String, environment: [String: String],
+        _ body: @Sendable (PostgresConnection, Logger) async throws -> Void
+    ) async throws {
+        let configuration = try PostgresClient.Configuration(magicMirrorURL: url, environment: environment)
+        let logger = Logger(label: "mirror-relay.setup", factory: { _ in SwiftLogNoOpLogHandler() })
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await client.withConnection { connection in
+                try await body(connection, logger)
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import HTTPTypes
+import JWTKit
+import MagicMirror
+
+/// Checks a request's bearer token: its signature (HS256 with the relay's secret, or ES256
+/// with one of its public keys, chosen by the token's `kid`), its expiry and its audience.
+/// The user the relay acts for is the token's subject, nothing the request says.
+struct RelayTokens: Sendable {
+    /// The longest token accepted, in bytes.
+    static let maximumLength = 8 * 1024
+    /// The longest subject accepted, in bytes: PostgreSQL's role names end at 63.
+    static let maximumSubjectLength = 63
+
+    struct Claims: JWTPayload {
+        var sub: SubjectClaim
+        var exp: ExpirationClaim
+        var aud: AudienceClaim
+
+        // Expiry and audience are checked by RelayTokens, which tells them apart.
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    let keys: JWTKeyCollection
+    let audience: String
+
+    /// The keys of a configuration.
+    ///
+    /// - Throws: ``RelayConfiguration/Problem`` for a key that cannot be read.
+    static func make(_ configuration: RelayConfiguration) async throws -> RelayTokens {
+        let keys = JWTKeyCollection()
+        if let secret = configuration.hs256Secret {
+            await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+        }
+        for (kid, pem) in configuration.es256PublicKeys {
+            do {
+                await keys.add(ecdsa: try ES256PublicKey(pem: pem), kid: JWKIdentifier(string: kid))
+            } catch {
+                throw RelayConfiguration.Problem("the ES256 public key \(kid) is not a PEM public key: \(error)")
+            }
+        }
+        return RelayTokens(keys: keys, audience: configuration.audience)
+    }
+
+    /// The subject of the `Authorization: Bearer` header's token.
+    ///
+    /// - Throws: A ``RelayFailure``: `unauthorized` for a missing, oversized, badly signed or
+    ///   foreign token; `tokenExpired` for an expired one (the client asks for a new one).
+    func subject(authorization: String?) async throws -> String {
+        guard let authorization, authorization.hasPrefix("Bearer ") else {
+            throw RelayFailure.unauthorized("the request carries no token (Authorization: Bearer …)")
+        }
+        let token = authorization.dropFirst("Bearer ".count)
+        guard token.utf8.count <= Self.maximumLength else {
+            throw RelayFailure.unauthorized("the token is longer than \(Self.maximumLength) bytes")
+        }
+        let claims: Claims
+        do {
+            claims = try await keys.verify(String(token), as: Claims.self)
+        } catch {
+            throw RelayFailure.unauthorized("the token is not signed by a key of this relay, or is not a JWT")
+        }
+        guard claims.exp.value > Date() else {
+            throw RelayFailure(.unauthorized, "tokenExpired", "the token expired at \(claims.exp.value)")
+        }
+        guard claims.aud.value.contains(audience) else {
+            throw RelayFailure.unauthorized("the token is not for this relay (its audience is not \(audience))")
+        }
+        let subject = claims.sub.value
+        guard subject.utf8.count <= Self.maximumSubjectLength else {
+            throw RelayFailure.unauthorized("the token's subject is longer than \(Self.maximumSubjectLength) bytes")
+        }
+        do {
+            _ = try MirrorUser(name: subject)
+        } catch {
+            throw RelayFailure.unauthorized("the token's subject cannot be a user name: \(error.message)")
+        }
+        guard !subject.hasPrefix("pg_"), subject.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+            throw RelayFailure.unauthorized("the token's subject cannot be a user name")
+        }
+        return subject
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import HTTPTypes
+import Logging
+import MagicMirror
+@_spi(Relay) import MagicMirrorPostgreSQL
+import PostgresNIO
+import Synchronization
+
+/// The users the relay acts for: per subject, a `PostgreSQLDatabase` (all of them share the
+/// process's one pool and one listening connection) whose every transaction runs as the
+/// subject's role, provisioned on first use by `magicmirror_relay.provision`.
+///
+/// State, behind one mutex: `databases`, the database of each subject seen since the relay
+/// started. Nothing here needs to survive the relay: a new relay provisions nothing twice
+/// (the function returns for a known subject) and opens the databases again.
+final class RelayUsers: Sendable {
+    let url: String
+    let environment: [String: String]
+    let connections: Int
+    let logger: Logger
+    private let databases = Mutex<[String: Task<PostgreSQLDatabase, any Error>]>([:])
+
+    init(url: String, environment: [String: String], connections: Int, logger: Logger) {
+        (self.url, self.environment, self.connections, self.logger) = (url, environment, connections, logger)
+    }
+
+    /// Opens the relay's first database and refuses a role that could bypass row-level
+    /// security.
+    ///
+    /// - Throws: ``RelayConfiguration/Problem`` for a superuser or `BYPASSRLS` role; a
+    ///   `MirrorError` when the server cannot be reached.
+    func checkOwnRole() async throws {
+        try await RelaySetup.withAdminConnection(url, environment: environment) { connection, logger in
+            let rows = try await connection.query(
+                "SELECT rolsuper, rolbypassrls FROM pg_catalog.pg_roles WHERE rolname = current_user", logger: logger)
+            for try await (superuser, bypass) in rows.decode((Bool, Bool).self) where superuser || bypass {
+                throw RelayConfiguration.Problem(
+                    "the relay's role is a superuser or may bypass row-level security: connect as the role `mirror-relay setup` made")
+            }
+        }
+    }
+
+    /// The database that acts for `subject`, provisioning its role the first time.
+    ///
+    /// - Throws: A ``RelayFailure`` (403) when the subject cannot be provisioned.
+    func database(for subject: String) async throws -> PostgreSQLDatabase {
+        let task = databases.withLock { databases in
+            if let found = databases[subject] { return found }
+            let (url, environment, connections) = (url, environment, connections)
+            let task = Task { () throws -> PostgreSQLDatabase in
+                let database = try await PostgreSQLDatabase(url: url, environment: environment, maximumConnections: connections)
+                do {
+                    try await Self.provision(subject, url: url, environment: environment)
+                } catch {
+                    await database.close()
+                    throw error
+                }
+                return database
+            }
+            databases[subject] = task
+            return task
+        }
+        do {
+            return try await task.value
+        } catch {
+            databases.withLock { if $0[subject] == task { $0[subject] = nil } }
+            throw error
+        }
+    }
+
+    private static func provision(_ subject: String, url: String, environment: [String: String]) async throws {
+        do {
+            try await RelaySetup.withAdminConnection(url, environment: environment) { connection, logger in
+                // The function's error comes with its rows: read them.
+                for try await _ in try await connection.query("SELECT magicmirror_relay.provision(\(subject))", logger: logger) {}
+            }
+        } catch let error as PSQLError {
+            let message = error.serverInfo?[.message] ?? "the server refused"
+            throw RelayFailure(.forbidden, "permissionDenied", "the relay cannot act for this subject: \(message)")
+        }
+    }
+
+    /// Closes every database.
+    func close() async {
+        let tasks = databases.withLock { databases in
+            defer { databases = [:] }
+            return Array(databases.values)
+        }
+        for task in tasks { await (try? await task.value)?.close() }
+    }
+}

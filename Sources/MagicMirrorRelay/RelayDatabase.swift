@@ -1,0 +1,152 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import MagicMirror
+
+/// A database served by a `mirror-relay` over HTTP: many users' apps on one PostgreSQL,
+/// each acting only as the user its token names.
+///
+/// It uses `URLSession` only (FoundationNetworking on Linux), so an app on Linux, macOS or
+/// iOS talks to a relay with no other dependency. Put it under a ``ReplicatedDatabase`` so
+/// that the app opens, reads and writes offline, and converges through the relay when it is
+/// back.
+///
+/// Every request carries the token that `tokenProvider` returns; when the relay answers
+/// that the token expired, the provider is called again once and the request sent again. A
+/// commit carries an idempotency key: sent again after a lost answer, it is applied once.
+/// Subscriptions share one long poll (`/v1/watch`); a notification is only a hint.
+///
+/// > Important: The user is the token's subject: a zone's user must be that subject (the
+/// > relay refuses another user's private or shared zone).
+public final class RelayDatabase: RecordDatabase {
+    /// `relay:` and the relay's URL: the same for every instance that talks to that relay.
+    public let identifier: String
+    /// A new id for each instance.
+    public let writerID: String
+
+    private let transport: RelayTransport
+    private let watch: RelayWatch
+    /// How many records a page of ``fetchAll(in:)`` asks for.
+    static let pageSize = 500
+    /// How many times a commit is sent again, with the same key, after the relay could not
+    /// be reached.
+    static let commitRetries = 2
+
+    /// Opens a database served by the relay at `url`; nothing is sent until it is used.
+    ///
+    /// - Parameters:
+    ///   - url: The relay's base URL, for example `https://relay.example.com`.
+    ///   - session: The URL session requests go through.
+    ///   - tokenProvider: Returns a token for the user (a JWT the relay accepts); called
+    ///     for the first request and again when the relay says the token expired.
+    public init(
+        url: URL, session: URLSession = .shared, tokenProvider: @escaping @Sendable () async throws -> String
+    ) {
+        identifier = "relay:" + url.absoluteString
+        writerID = "relay-" + UUID().uuidString.lowercased()
+        transport = RelayTransport(baseURL: url, session: session, tokenProvider: tokenProvider)
+        watch = RelayWatch(transport: transport, identifier: identifier, writerID: writerID)
+    }
+
+    deinit { watch.stop() }
+
+    /// Commits a batch of operations on one zone, atomically, through the relay.
+    ///
+    /// - Throws: A ``MirrorError``: the relay's (``MirrorError/Kind/permissionDenied`` for a
+    ///   zone of another user), ``MirrorError/Kind/unavailable`` when the relay cannot be
+    ///   reached (the commit may have been stored; committing it again is safe).
+    @discardableResult
+    public func commit(_ operations: [RecordOperation], to zone: ZoneID) async throws -> CommitOutcome {
+        try RecordOperation.validate(operations, in: zone)
+        let request = RelayWire.CommitRequest(zone: zone, writerID: writerID, operations: operations.map(RelayWire.Operation.init))
+        let key = UUID().uuidString.lowercased()
+        var attempt = 0
+        while true {
+            do {
+                let answer = try await transport.post(
+                    "commit", request, headers: ["Idempotency-Key": key], as: RelayWire.CommitResponse.self)
+                let results = answer.results.compactMap(\.result)
+                guard results.count == operations.count else {
+                    throw MirrorError(.unavailable, "the relay answered a commit of \(operations.count) operations with \(results.count) results")
+                }
+                let outcome = CommitOutcome(results: results, token: answer.token)
+                watch.deliverOwn(outcome, in: zone, writer: writerID)
+                return outcome
+            } catch let error as MirrorError where error.kind == .unavailable && error.underlying is URLError
+                && attempt < Self.commitRetries {
+                attempt += 1
+            }
+        }
+    }
+
+    /// Every live record of the zone, read in pages, with the token they reflect.
+    public func fetchAll(in zone: ZoneID) async throws -> ChangeSet {
+        try zone.validate()
+        var records: [StoredRecord] = []
+        var after: String?
+        var first: ChangeToken?
+        var last = ChangeToken.initial
+        repeat {
+            let page = try await transport.post(
+                "records", RelayWire.PageRequest(zone: zone, after: after, limit: Self.pageSize), as: RelayWire.Page.self)
+            records += page.records.map(\.stored)
+            first = first ?? page.token
+            last = page.token
+            after = page.next
+        } while after != nil
+        guard let first, first != last else {
+            watch.note(last, of: zone)
+            return ChangeSet(records: records, token: last, isComplete: true)
+        }
+        // Pages of different moments: bring them to one with the changes since the first.
+        let changes = try await changes(in: zone, since: first)
+        if changes.isComplete { return changes }
+        var byID: [String: StoredRecord] = [:]
+        for record in records { byID[record.id] = record }
+        var order = records.map(\.id)
+        for record in changes.records {
+            if byID[record.id] == nil { order.append(record.id) }
+            byID[record.id] = record
+        }
+        let live = order.compactMap { byID[$0] }.filter { !$0.isDeleted }
+        return ChangeSet(records: live, token: changes.token, isComplete: true)
+    }
+
+    /// The live records with the given ids.
+    public func fetch(_ recordIDs: [String], in zone: ZoneID) async throws -> [StoredRecord] {
+        try zone.validate()
+        return try await transport.post(
+            "fetch", RelayWire.FetchRequest(zone: zone, ids: recordIDs), as: RelayWire.Records.self
+        ).records.map(\.stored)
+    }
+
+    /// The changes of the zone after `token`.
+    public func changes(in zone: ZoneID, since token: ChangeToken) async throws -> ChangeSet {
+        try zone.validate()
+        let changes = try await transport.post(
+            "changes", RelayWire.ChangesRequest(zone: zone, since: token), as: RelayWire.Changes.self
+        ).changeSet
+        watch.note(changes.token, of: zone)
+        return changes
+    }
+
+    /// The zone's current token.
+    public func currentToken(in zone: ZoneID) async throws -> ChangeToken {
+        try zone.validate()
+        let token = try await transport.post("token", RelayWire.TokenRequest(zone: zone), as: ChangeToken.self)
+        watch.note(token, of: zone)
+        return token
+    }
+
+    /// Calls `handler` for every commit to `zone`: this instance's before `commit`
+    /// returns, others' when the relay's hint arrives.
+    ///
+    /// - Throws: ``MirrorError/Kind/invalidName`` for an invalid zone.
+    public func subscribe(
+        to zone: ZoneID, handler: @escaping @Sendable (RemoteNotification) -> Void
+    ) throws -> MirrorCancellable {
+        try zone.validate()
+        return watch.add(zone, handler: handler)
+    }
+}
