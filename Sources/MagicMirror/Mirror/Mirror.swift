@@ -444,9 +444,9 @@ extension Mirror {
     ///   what the database's commit throws (``MirrorError/Kind/refused`` for a delete a
     ///   delete rule denies, an I/O kind…), and then nothing is deleted.
     public func discardSkippedRecord(recordID: String) async throws {
-        let (zone, zoneSwitches, stored, shown) = core.withLock { engine in
+        let (zone, zoneSwitches, stored, shown, membership) = core.withLock { engine in
             (engine.zone, engine.zoneSwitches, engine.isSkipped(recordID) ? engine.pull[recordID] : nil,
-             engine.records[recordID] != nil)
+             engine.records[recordID] != nil, engine.subscription)
         }
         guard let stored else {
             throw MirrorError(
@@ -456,6 +456,11 @@ extension Mirror {
                         : "discarded: no stored record with this id fails to decode"),
                 recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope)
         }
+        // As for every commit of the mirror's: the tokens delivered meanwhile are held for its
+        // end, so that the mirror does not hear its own delete (see ZoneSubscriptions).
+        membership?.beginCommit()
+        var appliedToken: ChangeToken?
+        defer { membership?.endCommit(upTo: appliedToken) }
         let outcome: CommitOutcome
         do {
             outcome = try await database.commit(
@@ -484,17 +489,17 @@ extension Mirror {
                 recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope)
         }
         registrar.willSet(self, keyPath: lastErrorKey)
-        let done = core.withLock { engine -> (Bool, ZoneSubscriptionMembership?, SyncEngine<Record>.Effects)? in
+        let done = core.withLock { engine -> (Bool, SyncEngine<Record>.Effects)? in
             // After a user switch, the record belongs to a zone this mirror no longer holds.
             guard engine.zoneSwitches == zoneSwitches else { return nil }
             let pullDue = engine.skippedRecordDiscarded(gone, id: recordID, token: gone == nil ? nil : outcome.token)
-            return (pullDue, engine.subscription, engine.drain(owner: self))
+            return (pullDue, engine.drain(owner: self))
         }
         registrar.didSet(self, keyPath: lastErrorKey)
-        guard let (pullDue, subscription, effects) = done else { return }
+        if case .applied? = outcome.results.first { appliedToken = outcome.token }
+        guard let (pullDue, effects) = done else { return }
         deliver(effects)
         if pullDue { pullWakeup.signal() }
-        if case .applied? = outcome.results.first { subscription?.committed(upTo: outcome.token) }
     }
 
     /// Writes the line about records skipped in one delivery to the configured log.
