@@ -15,8 +15,9 @@ import Synchronization
 /// A link is counted: ``acquire(_:maximumConnections:logger:)`` finds or makes it,
 /// ``release()`` ends it with its last user.
 ///
-/// A lease from the pool that waits (``diagnosisDelay``) makes the link try a connection of
-/// its own (``diagnose()``): when the server refuses it (too many connections, an unknown
+/// A lease from the pool that waits (``diagnosisDelay``) while nothing else was leased waits
+/// for the listening connection instead when it is up; otherwise it makes the link try a
+/// connection of its own (``diagnose()``): when the server refuses it (too many connections, an unknown
 /// role, nothing listening on the port), the waiting operation fails at once with that
 /// cause instead of waiting for its deadline, since the pool only retries in silence; when
 /// the refusal is for too many connections and the listening connection is up, the
@@ -150,6 +151,12 @@ final class ServerLink: Sendable {
             try? await Task.sleep(for: Self.diagnosisDelay)
             while !Task.isCancelled, lease.isWaiting {
                 let served = lastLease.withLock { $0.map { ContinuousClock.now - $0 < Self.diagnosisDelay } ?? false }
+                // The server answers on the listening connection: wait for that one rather
+                // than probe with a connection more.
+                if !served, listener.isListening {
+                    if lease.redirect() { work.cancel() }
+                    return
+                }
                 if !served, let refusal = await diagnose() {
                     if lease.refuse(refusal) { work.cancel() }
                     return
@@ -165,6 +172,11 @@ final class ServerLink: Sendable {
                 work.cancel()
             }
         } catch {
+            if lease.isRedirected {
+                if let result = try await listener.withListeningConnection(wait: true, body) { return result }
+                throw MirrorError(
+                    .unavailable, "the listening connection to \(serverName) closed while work waited for it; retrying")
+            }
             guard let refusal = lease.refusal else { throw error }
             if PostgreSQLErrors.isTooManyConnections(refusal),
                let result = try await listener.withListeningConnection(wait: true, body) {
@@ -290,19 +302,34 @@ extension ServerLink {
         }
     }
 
-    /// A lease from the pool: waiting, then begun, or refused by ``ServerLink/diagnose()``.
+    /// A lease from the pool: waiting, then begun, refused by ``ServerLink/diagnose()``, or
+    /// redirected to the listening connection.
     final class Lease: Sendable {
-        private enum Phase { case waiting, begun, refused(MirrorError) }
+        private enum Phase { case waiting, begun, refused(MirrorError), redirected }
         private let phase = Mutex(Phase.waiting)
 
         var isWaiting: Bool { phase.withLock { if case .waiting = $0 { true } else { false } } }
+        var isRedirected: Bool { phase.withLock { if case .redirected = $0 { true } else { false } } }
         var refusal: MirrorError? { phase.withLock { if case .refused(let error) = $0 { error } else { nil } } }
 
-        /// Marks the connection leased; throws the refusal if one came first.
+        /// Marks the connection leased; throws if the lease was refused or redirected first.
         func begin() throws {
             try phase.withLock { phase in
-                if case .refused(let error) = phase { throw error }
-                phase = .begun
+                switch phase {
+                case .refused(let error): throw error
+                case .redirected: throw CancellationError()
+                case .waiting, .begun: phase = .begun
+                }
+            }
+        }
+
+        /// Redirects the lease to the listening connection if it still waits; returns whether
+        /// it did.
+        func redirect() -> Bool {
+            phase.withLock { phase in
+                guard case .waiting = phase else { return false }
+                phase = .redirected
+                return true
             }
         }
 

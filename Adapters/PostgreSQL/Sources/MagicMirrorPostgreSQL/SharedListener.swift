@@ -55,6 +55,9 @@ final class SharedListener: Sendable {
     /// Uses of the connection under way: its check waits for them rather than closing it.
     private let lent = Atomic<Int>(0)
 
+    /// Whether the connection listens now.
+    var isListening: Bool { state.withLock { $0.connection != nil } }
+
     /// Runs `body` on the listening connection, one body at a time, when it listens now;
     /// returns `nil` at once when it does not, or, unless `wait`, when another body runs.
     ///

@@ -42,12 +42,25 @@ struct PostgreSQLConnectionTests {
             for mirror in [mirrors[0], mirrors[101], mirrors[199]] {
                 try await mirror.waitUntil(timeout: .seconds(60), "every record") { $0.count == 200 }
             }
-            let sessions = try await TestServer.count(
-                """
-                SELECT count(*)::int8 FROM pg_stat_activity
-                WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-                """, database: name)
-            #expect(sessions <= 3, "the process holds \(sessions) sessions")
+            // Once settled: a probe of the server (magicmirror-check) or a listening connection
+            // being replaced under load may be ending for a moment.
+            var names: [String] = []
+            // (Shorter than the pool's idle timeout, so that idle connections closing cannot pass it.)
+            let settled = ContinuousClock.now + .seconds(5)
+            repeat {
+                names = try await TestServer.withAdmin(database: name) { client in
+                    var names: [String] = []
+                    for try await (application, state) in try await client.query(
+                        """
+                        SELECT application_name, coalesce(state, '') FROM pg_stat_activity
+                        WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                        """, logger: TestServer.logger
+                    ).decode((String, String).self) { names.append("\(application) (\(state))") }
+                    return names
+                }
+                if names.count > 3 { try await Task.sleep(for: .milliseconds(200)) }
+            } while names.count > 3 && ContinuousClock.now < settled
+            #expect(names.count <= 3, "the process holds \(names.count) sessions: \(names)")
             let listening = try await TestServer.count(
                 """
                 SELECT count(*)::int8 FROM pg_stat_activity
