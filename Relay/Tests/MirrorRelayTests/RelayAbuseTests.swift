@@ -1,0 +1,40 @@
+import Foundation
+import MagicMirror
+@_spi(RelayProtocol) import MagicMirrorRelay
+import Testing
+
+/// One token holder cannot make the relay do unbounded work for them: watched sessions are
+/// capped per user, and an idempotency key guards its first body only.
+@Suite(.timeLimit(.minutes(10)), .enabled(if: RelayTestServer.isAvailable, RelayTestServer.skipMessage))
+struct RelayAbuseTests {
+    static func save(_ id: String, _ value: Int) -> RecordOperation {
+        .save(id, fields: Data("{\"v\":\(value)}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1_000 + Int64(value), counter: 0))
+    }
+
+    /// A watch of `zone` from the initial token: answered at once when the zone has records.
+    static func watch(_ session: String, _ zone: ZoneID) throws -> Data {
+        try JSONEncoder().encode(RelayWire.WatchRequest(session: session, zones: [.init(zone: zone, token: .initial)]))
+    }
+
+    @Test func aUserWatchesThroughABoundedNumberOfSessions() async throws {
+        try await RunningRelay.with { relay in
+            let name = RelayTestServer.uniqueName("mallory")
+            let zone = ZoneID.public(RelayTestServer.uniqueName("Board"))
+            try await relay.client(name).commit([Self.save("a", 1)], to: zone)
+            let token = try await RelayTestServer.token(name)
+            for index in 0..<16 {
+                let answer = try await relay.send("/v1/watch", body: try Self.watch("s\(index)", zone), token: token)
+                #expect(answer.status == 200, "session \(index)")
+            }
+            let refused = try await relay.send("/v1/watch", body: try Self.watch("s16", zone), token: token)
+            #expect(refused.status == 429)
+            #expect(RelayHostileInputTests.code(refused.body) == "tooManyRequests")
+            // A session already known keeps polling, and another user is not limited.
+            let known = try await relay.send("/v1/watch", body: try Self.watch("s3", zone), token: token)
+            #expect(known.status == 200)
+            let other = try await RelayTestServer.token(RelayTestServer.uniqueName("alice"))
+            let alice = try await relay.send("/v1/watch", body: try Self.watch("s16", zone), token: other)
+            #expect(alice.status == 200)
+        }
+    }
+}
