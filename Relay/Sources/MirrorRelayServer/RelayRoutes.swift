@@ -95,13 +95,19 @@ struct RelayRoutes: Sendable {
         }
         let database = try await users.database(for: subject)
         let operations = body.operations.map(\.operation)
-        let claim = CommitClaim(subject: subject, key: key)
+        let canonical = JSONEncoder()
+        canonical.outputFormatting = .sortedKeys
+        let claim = CommitClaim(subject: subject, key: key, body: key == nil ? Data() : try canonical.encode(body))
         let claiming = PostgreSQLActingUser(role: subject, writerID: body.writerID, beforeRole: key == nil ? nil : claim.record)
         do {
             let outcome = try await PostgreSQLActingUser.$current.withValue(claiming) {
                 try await database.commit(operations, to: body.zone)
             }
             return json(RelayWire.CommitResponse(outcome, replayed: false))
+        } catch where claim.bodyDiffered {
+            throw RelayFailure(
+                .conflict, "idempotencyKeyReused",
+                "this Idempotency-Key was used before for another commit; nothing was stored")
         } catch where claim.wasAppliedBefore {
             // Applied before: the database recognises each operation as a retry by its writer
             // and timestamp, and answers with what is stored.
@@ -129,32 +135,50 @@ struct RelayRoutes: Sendable {
     }
 }
 
-/// A commit's idempotency key, recorded first in the commit's transaction (as the relay's
-/// role, before `SET LOCAL ROLE`): the row commits or rolls back with the commit.
+/// A commit's idempotency key and the SHA-256 of its body, recorded first in the commit's
+/// transaction (as the relay's role, before `SET LOCAL ROLE`): the row commits or rolls
+/// back with the commit. A key found with another body's digest is a reuse, not a retry.
 final class CommitClaim: Sendable {
     static let header = HTTPField.Name("Idempotency-Key")!
+    private enum Found { case new, sameBody, otherBody }
     let subject: String
     let key: String?
-    /// `nil` until recorded; `false` when the key was recorded by an earlier commit.
-    private let recorded = Mutex<Bool?>(nil)
+    /// The commit's body as JSON with sorted keys, whose digest is stored with the key.
+    let body: Data
+    /// `nil` until recorded.
+    private let recorded = Mutex<Found?>(nil)
 
-    init(subject: String, key: String?) { (self.subject, self.key) = (subject, key) }
+    init(subject: String, key: String?, body: Data) { (self.subject, self.key, self.body) = (subject, key, body) }
 
-    /// Whether the key was found recorded: the commit was applied before.
-    var wasAppliedBefore: Bool { recorded.withLock { $0 == false } }
+    /// Whether the key was found recorded with this body: the commit was applied before.
+    var wasAppliedBefore: Bool { recorded.withLock { $0 == .sameBody } }
+    /// Whether the key was found recorded with another body.
+    var bodyDiffered: Bool { recorded.withLock { $0 == .otherBody } }
 
     /// Records the key, once per request; throws when it was recorded before.
     func record(on connection: PostgresConnection, logger: Logger) async throws {
         guard let key, recorded.withLock({ $0 == nil }) else { return }
+        let bytes = ByteBuffer(bytes: body)
         let rows = try await connection.query(
             """
-            INSERT INTO magicmirror_relay.commits (subject, key) VALUES (\(subject), \(key))
-            ON CONFLICT DO NOTHING RETURNING 1
+            WITH claimed AS (
+                INSERT INTO magicmirror_relay.commits (subject, key, digest)
+                VALUES (\(subject), \(key), sha256(\(bytes)::bytea))
+                ON CONFLICT DO NOTHING RETURNING 1)
+            SELECT (SELECT count(*) FROM claimed)::int8,
+                   coalesce((SELECT digest IS NULL OR digest = sha256(\(bytes)::bytea) FROM magicmirror_relay.commits
+                             WHERE subject = \(subject) AND key = \(key)), true)
             """, logger: logger)
-        var inserted = false
-        for try await _ in rows { inserted = true }
-        recorded.withLock { $0 = inserted }
-        if !inserted { throw RelayFailure(.conflict, "replayed", "the commit was applied before") }
+        var found = Found.new
+        for try await (inserted, same) in rows.decode((Int64, Bool).self) {
+            found = inserted > 0 ? .new : same ? .sameBody : .otherBody
+        }
+        recorded.withLock { $0 = found }
+        switch found {
+        case .new: return
+        case .sameBody: throw RelayFailure(.conflict, "replayed", "the commit was applied before")
+        case .otherBody: throw RelayFailure(.conflict, "idempotencyKeyReused", "the key was used for another commit")
+        }
     }
 }
 

@@ -12,8 +12,9 @@ import PostgresNIO
 /// - the schema `magicmirror_relay`, closed to `PUBLIC`:
 ///   - `users`: the subjects whose roles the relay provisioned; the relay acts for these
 ///     only;
-///   - `commits`: the idempotency keys of applied commits, written in each commit's own
-///     transaction, readable and writable by the relay role only;
+///   - `commits`: the idempotency keys of applied commits with the digest of their bodies,
+///     written in each commit's own transaction, readable and writable by the relay role
+///     only;
 ///   - `provision(subject)`, `SECURITY DEFINER` (the administrator's rights), executable by
 ///     the relay role only: creates the `NOLOGIN NOINHERIT` role named exactly as the
 ///     subject (the schema's rules read `current_user`, so a user's role is their name) and
@@ -50,6 +51,9 @@ enum RelaySetup {
                 created timestamptz NOT NULL DEFAULT now(),
                 PRIMARY KEY (subject, key))
             """,
+            // The SHA-256 of the commit's body (its JSON with sorted keys): a key reused with
+            // another body is refused.
+            "ALTER TABLE magicmirror_relay.commits ADD COLUMN IF NOT EXISTS digest bytea",
             """
             CREATE OR REPLACE FUNCTION magicmirror_relay.provision(p_subject text)
             RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$

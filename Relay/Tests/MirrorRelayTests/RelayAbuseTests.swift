@@ -37,4 +37,29 @@ struct RelayAbuseTests {
             #expect(alice.status == 200)
         }
     }
+
+    /// A commit of `operations` to `zone`, as JSON.
+    static func commit(_ zone: ZoneID, _ operations: [RecordOperation], writer: String = "w") throws -> Data {
+        try JSONEncoder().encode(RelayWire.CommitRequest(zone: zone, writerID: writer, operations: operations.map(RelayWire.Operation.init)))
+    }
+
+    @Test func anIdempotencyKeyReusedWithAnotherBodyIsRefusedAndStoresNothing() async throws {
+        try await RunningRelay.with { relay in
+            let token = try await RelayTestServer.token(RelayTestServer.uniqueName("user"))
+            let zone = ZoneID.public(RelayTestServer.uniqueName("Board"))
+            let first = try Self.commit(zone, [Self.save("r1", 1)])
+            let key = ["Idempotency-Key": "k-same"]
+            let applied = try await relay.send("/v1/commit", body: first, token: token, headers: key)
+            #expect(applied.status == 200)
+            let other = try await relay.send("/v1/commit", body: try Self.commit(zone, [Self.save("r2", 2)]), token: token, headers: key)
+            #expect(other.status == 409)
+            #expect(RelayHostileInputTests.code(other.body) == "idempotencyKeyReused")
+            let retried = try await relay.send("/v1/commit", body: first, token: token, headers: key)
+            #expect(retried.status == 200)
+            let answer = try JSONDecoder().decode(RelayWire.CommitResponse.self, from: retried.body)
+            #expect(answer.replayed)
+            let stored = try await RelayTestServer.admin("SELECT id FROM magicmirror.records ORDER BY id", database: relay.database)
+            #expect(stored == ["r1"])
+        }
+    }
 }
