@@ -12,6 +12,8 @@ import PostgresNIO
 /// - the schema `magicmirror_relay`, closed to `PUBLIC`:
 ///   - `users`: the subjects whose roles the relay provisioned; the relay acts for these
 ///     only;
+///   - `writers`: each writer id and the subject that first committed under it; a writer id
+///     is another user's to nobody else;
 ///   - `commits`: the idempotency keys of applied commits with the digest of their bodies,
 ///     written in each commit's own transaction, readable and writable by the relay role
 ///     only;
@@ -55,6 +57,12 @@ enum RelaySetup {
             // another body is refused.
             "ALTER TABLE magicmirror_relay.commits ADD COLUMN IF NOT EXISTS digest bytea",
             """
+            CREATE TABLE IF NOT EXISTS magicmirror_relay.writers (
+                writer text COLLATE "C" PRIMARY KEY,
+                subject text COLLATE "C" NOT NULL,
+                created timestamptz NOT NULL DEFAULT now())
+            """,
+            """
             CREATE OR REPLACE FUNCTION magicmirror_relay.provision(p_subject text)
             RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
             BEGIN
@@ -79,6 +87,7 @@ enum RelaySetup {
             "GRANT USAGE ON SCHEMA magicmirror_relay TO \(quoted)",
             "GRANT SELECT ON magicmirror_relay.users TO \(quoted)",
             "GRANT SELECT, INSERT ON magicmirror_relay.commits TO \(quoted)",
+            "GRANT SELECT, INSERT ON magicmirror_relay.writers TO \(quoted)",
             "GRANT EXECUTE ON FUNCTION magicmirror_relay.provision(text) TO \(quoted)",
         ]
     }

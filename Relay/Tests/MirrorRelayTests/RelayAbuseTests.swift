@@ -62,4 +62,22 @@ struct RelayAbuseTests {
             #expect(stored == ["r1"])
         }
     }
+
+    @Test func aWriterIDBelongsToTheUserWhoFirstCommittedUnderIt() async throws {
+        try await RunningRelay.with { relay in
+            let bob = try await RelayTestServer.token(RelayTestServer.uniqueName("bob"))
+            let alice = try await RelayTestServer.token(RelayTestServer.uniqueName("alice"))
+            let zone = ZoneID.public(RelayTestServer.uniqueName("Board"))
+            let bobs = try await relay.send("/v1/commit", body: try Self.commit(zone, [Self.save("b1", 1)], writer: "w-bob-device"), token: bob)
+            #expect(bobs.status == 200)
+            let spoofed = try await relay.send(
+                "/v1/commit", body: try Self.commit(zone, [Self.save("a1", 2)], writer: "w-bob-device"), token: alice)
+            #expect(spoofed.status == 403)
+            #expect(RelayHostileInputTests.code(spoofed.body) == "writerTaken")
+            let again = try await relay.send("/v1/commit", body: try Self.commit(zone, [Self.save("b2", 3)], writer: "w-bob-device"), token: bob)
+            #expect(again.status == 200)
+            let stored = try await RelayTestServer.admin("SELECT id FROM magicmirror.records ORDER BY id", database: relay.database)
+            #expect(stored == ["b1", "b2"])
+        }
+    }
 }
