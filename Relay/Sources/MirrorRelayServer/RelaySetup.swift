@@ -7,7 +7,8 @@ import PostgresNIO
 /// What `mirror-relay setup` installs, as an administrator, beside the `magicmirror` schema
 /// (which it installs or migrates by opening a `PostgreSQLDatabase`):
 ///
-/// - the role the relay connects as: `LOGIN NOINHERIT`, never superuser, no `BYPASSRLS`, no
+/// - the role the relay connects as, created and marked (its comment) by setup; an existing
+///   role without the mark is refused, never adopted: `LOGIN NOINHERIT`, never superuser, no `BYPASSRLS`, no
 ///   `CREATEROLE`: it reads and writes only as the users it acts for (`SET LOCAL ROLE`);
 /// - the schema `magicmirror_relay`, closed to `PUBLIC`:
 ///   - `users`: the subjects whose roles the relay provisioned; the relay acts for these
@@ -28,14 +29,29 @@ enum RelaySetup {
     static func statements(relayRole role: String) -> [String] {
         let quoted = "\"" + role.replacingOccurrences(of: "\"", with: "\"\"") + "\""
         let literal = "'" + role.replacingOccurrences(of: "'", with: "''") + "'"
+        let madeBySetup = "'mirror-relay: the role a relay connects as'"
         return [
             """
             DO $do$ BEGIN
                 IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = \(literal)) THEN
                     CREATE ROLE \(quoted) LOGIN NOINHERIT;
+                    COMMENT ON ROLE \(quoted) IS \(madeBySetup);
                 END IF;
             EXCEPTION WHEN duplicate_object OR unique_violation THEN
                 NULL; -- made meanwhile by a setup of another database of the cluster
+            END $do$
+            """,
+            // A role setup did not make (an administrator's, or a subject's that another
+            // relay provisioned) is never adopted: it could be a member of, or reachable from,
+            // roles the relay must not reach.
+            """
+            DO $do$ BEGIN
+                IF pg_catalog.shobj_description(
+                    (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = \(literal)), 'pg_authid') IS DISTINCT FROM \(madeBySetup)
+                THEN
+                    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = format(
+                        'the role %I exists and was not made by mirror-relay setup; choose another --relay-role', \(literal));
+                END IF;
             END $do$
             """,
             "ALTER ROLE \(quoted) NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB NOINHERIT",

@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 @_spi(RelayProtocol) import MagicMirrorRelay
 import Testing
 
@@ -79,5 +80,21 @@ struct RelayAbuseTests {
             let stored = try await RelayTestServer.admin("SELECT id FROM magicmirror.records ORDER BY id", database: relay.database)
             #expect(stored == ["b1", "b2"])
         }
+    }
+
+    @Test func setupRefusesARelayRoleItDidNotMake() async throws {
+        let role = RelayTestServer.uniqueName("squatted")
+        let database = RelayTestServer.uniqueName("relay")
+        _ = try await RelayTestServer.admin("CREATE ROLE \(role) NOLOGIN")
+        _ = try await RelayTestServer.admin("CREATE DATABASE \(database)")
+        let setup = try await SetupGate.shared.run {
+            try await Subprocess.run(
+                BuiltProducts.executable("mirror-relay"),
+                ["setup", "--admin-url", RelayTestServer.url(database: database), "--relay-role", role])
+        }
+        _ = try await RelayTestServer.admin("DROP DATABASE IF EXISTS \(database) WITH (FORCE)")
+        _ = try await RelayTestServer.admin("DROP ROLE IF EXISTS \(role)")
+        #expect(setup.termination != .exited(0))
+        #expect(setup.standardError.contains(role), "\(setup.standardError)")
     }
 }
