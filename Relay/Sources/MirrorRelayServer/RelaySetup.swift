@@ -25,6 +25,10 @@ import PostgresNIO
 ///     begins with `pg_`, or names a role that exists and that it did not create
 ///     (`postgres`, the relay's own role, an administrator's).
 enum RelaySetup {
+    /// The longest a statement of the relay waits for a lock, and runs, in its sessions.
+    static let lockTimeout = "5s"
+    static let statementTimeout = "60s"
+
     /// The statements of the relay's schema for the relay role `role` (quoted here).
     static func statements(relayRole role: String) -> [String] {
         let quoted = "\"" + role.replacingOccurrences(of: "\"", with: "\"\"") + "\""
@@ -55,6 +59,10 @@ enum RelaySetup {
             END $do$
             """,
             "ALTER ROLE \(quoted) NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB NOINHERIT",
+            // The schema grants DELETE on some tables to PUBLIC, which allows any role to
+            // `LOCK TABLE` them: no request of the relay waits on a lock, or runs, for ever.
+            "ALTER ROLE \(quoted) SET lock_timeout = '\(lockTimeout)'",
+            "ALTER ROLE \(quoted) SET statement_timeout = '\(statementTimeout)'",
             "CREATE SCHEMA IF NOT EXISTS magicmirror_relay",
             "REVOKE ALL ON SCHEMA magicmirror_relay FROM PUBLIC",
             """

@@ -97,4 +97,16 @@ struct RelayAbuseTests {
         #expect(setup.termination != .exited(0))
         #expect(setup.standardError.contains(role), "\(setup.standardError)")
     }
+
+    @Test func theRelaysSessionsHaveLockAndStatementTimeouts() async throws {
+        try await RunningRelay.with { relay in
+            let settings = try await RelayTestServer.admin(
+                """
+                SELECT unnest(setconfig) FROM pg_db_role_setting
+                WHERE setdatabase = 0 AND setrole = (SELECT oid FROM pg_roles WHERE rolname = '\(RelayTestServer.relayRole)')
+                ORDER BY 1
+                """, database: relay.database)
+            #expect(settings == ["lock_timeout=5s", "statement_timeout=60s"])
+        }
+    }
 }
