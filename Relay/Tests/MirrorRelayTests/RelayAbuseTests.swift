@@ -1,4 +1,5 @@
 import Foundation
+import JWTKit
 import MagicMirror
 import MirrorTestSupport
 @_spi(RelayProtocol) import MagicMirrorRelay
@@ -107,6 +108,42 @@ struct RelayAbuseTests {
                 ORDER BY 1
                 """, database: relay.database)
             #expect(settings == ["lock_timeout=5s", "statement_timeout=60s"])
+        }
+    }
+
+    struct NotYetValid: JWTPayload {
+        var sub: SubjectClaim
+        var exp: ExpirationClaim
+        var aud: AudienceClaim
+        var nbf: NotBeforeClaim
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    @Test func notYetValidTooLongLivedAndUnknownKeyTokensAreRefused() async throws {
+        try await RunningRelay.with { relay in
+            let name = RelayTestServer.uniqueName("mallory")
+            let keys = JWTKeyCollection()
+            await keys.add(hmac: HMACKey(from: RelayTestServer.secret), digestAlgorithm: .sha256, kid: "zzz")
+            let claims = RelayTestServer.Claims(
+                sub: .init(value: name), exp: .init(value: Date().addingTimeInterval(3600)), aud: .init(value: [RelayTestServer.audience]))
+            let unknownKid = try await keys.sign(claims, kid: "zzz")
+            let notYet = try await keys.sign(
+                NotYetValid(sub: claims.sub, exp: claims.exp, aud: claims.aud, nbf: .init(value: Date().addingTimeInterval(86_400))),
+                kid: "zzz")
+            let plain = JWTKeyCollection()
+            await plain.add(hmac: HMACKey(from: RelayTestServer.secret), digestAlgorithm: .sha256)
+            let notYetWithoutKid = try await plain.sign(
+                NotYetValid(sub: claims.sub, exp: claims.exp, aud: claims.aud, nbf: .init(value: Date().addingTimeInterval(86_400))))
+            let longLived = try await RelayTestServer.token(name, expiresIn: 2 * 86_400)
+            let zone = ZoneID.public("Todo")
+            for (label, token) in [("unknown kid", unknownKid), ("nbf ahead", notYet), ("nbf ahead, no kid", notYetWithoutKid),
+                                   ("exp two days ahead", longLived)] {
+                let answer = try await relay.send("/v1/commit", body: try Self.commit(zone, [Self.save("a", 1)]), token: token)
+                #expect(answer.status == 401, "\(label)")
+                #expect(RelayHostileInputTests.code(answer.body) == "unauthorized", "\(label)")
+            }
+            let stored = try await RelayTestServer.admin("SELECT count(*)::text FROM magicmirror.records", database: relay.database)
+            #expect(stored == ["0"])
         }
     }
 }
