@@ -21,6 +21,8 @@ public struct RelayConfiguration: Sendable {
     public var audience: String
     /// How many pooled connections the relay opens to the server.
     public var connections = 8
+    /// The longest a token may still be valid, in seconds (its `exp` ahead of now).
+    public var maximumTokenLifetime = 24 * 3600
 
     /// The text of `mirror-relay --help`.
     public static let help = """
@@ -36,6 +38,7 @@ public struct RelayConfiguration: Sendable {
           --es256-public-key KID=FILE  an ES256 public key (PEM), by key id; repeatable
           --audience AUDIENCE      the audience every token must name            MIRROR_RELAY_AUDIENCE
           --connections N          pooled connections to the server (default 8)
+          --max-token-lifetime S   refuse tokens valid for more than S seconds (default 86400)
           --help                   this text
 
         setup, run once by an administrator (a superuser or a role with CREATEROLE):
@@ -61,7 +64,7 @@ public struct RelayConfiguration: Sendable {
             if flag == "--es256-public-key" { keys.append(arguments[index + 1]) } else { flags[flag] = arguments[index + 1] }
             index += 2
         }
-        let known: Set = ["--database-url", "--listen", "--hs256-secret", "--audience", "--connections"]
+        let known: Set = ["--database-url", "--listen", "--hs256-secret", "--audience", "--connections", "--max-token-lifetime"]
         if let unknown = flags.keys.first(where: { !known.contains($0) }) {
             throw Problem("unknown option \(unknown) (see mirror-relay --help)")
         }
@@ -98,6 +101,10 @@ public struct RelayConfiguration: Sendable {
         if let text = flags["--connections"] {
             guard let count = Int(text), (1...1000).contains(count) else { throw Problem("--connections takes 1…1000") }
             connections = count
+        }
+        if let text = flags["--max-token-lifetime"] {
+            guard let seconds = Int(text), seconds > 0 else { throw Problem("--max-token-lifetime takes a number of seconds") }
+            maximumTokenLifetime = seconds
         }
     }
 }

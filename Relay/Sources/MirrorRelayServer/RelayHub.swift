@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import MagicMirror
 @_spi(Relay) import MagicMirrorPostgreSQL
 @_spi(RelayProtocol) import MagicMirrorRelay
@@ -26,6 +27,8 @@ final class RelayHub: Sendable {
         var queue = HintQueue()
         var wake: AsyncStream<Void>.Continuation?
         var lastSeen = ContinuousClock.now
+        /// Polls of the session still registering zones: such a session is never swept.
+        var registering = 0
     }
 
     private struct Watch {
@@ -39,6 +42,10 @@ final class RelayHub: Sendable {
     }
 
     private let state = Mutex(State())
+
+    /// The most sessions, and zones over all its sessions, one subject may watch at once.
+    static let maximumSessionsPerSubject = 16
+    static let maximumZonesPerSubject = 1_024
 
     /// The number of sessions and subscriptions, for tests and logs.
     var counts: (sessions: Int, watches: Int) { state.withLock { ($0.sessions.count, $0.watches.count) } }
@@ -61,20 +68,9 @@ final class RelayHub: Sendable {
         }
         for watched in request.zones { try watched.zone.validate() }
         let key = SessionKey(subject: subject, id: request.session)
-        let added = register(key, zones: request.zones)
-        let acting = PostgreSQLActingUser(role: subject)
-        for watched in added {
-            try subscribe(subject: subject, zone: watched.zone, session: key, database: database, acting: acting)
-            // What changed before the subscription: the client pulls since its token.
-            let changes = try await PostgreSQLActingUser.$current.withValue(acting) {
-                try await database.changes(in: watched.zone, since: watched.token)
-            }
-            if changes.token != watched.token {
-                for hint in RelayWire.notifications(
-                    changes.records, zone: watched.zone, token: changes.token, writer: nil, identifier: database.identifier)
-                { enqueue(hint, for: [key]) }
-            }
-        }
+        let added = try register(key, zones: request.zones)
+        defer { state.withLock { state in state.sessions[key]?.registering -= 1 } }
+        try await register(added, key: key, subject: subject, database: database)
         let (stream, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let waiting = state.withLock { state -> Bool in
             guard state.sessions[key]?.queue.isEmpty == true else { return false }
@@ -100,11 +96,48 @@ final class RelayHub: Sendable {
         }
     }
 
+    /// Subscribes the session to the zones new to it and queues what changed since their
+    /// tokens. Stops when the client has gone (the task is cancelled).
+    private func register(
+        _ added: [RelayWire.ZoneToken], key: SessionKey, subject: String, database: PostgreSQLDatabase
+    ) async throws {
+        let acting = PostgreSQLActingUser(role: subject)
+        for watched in added {
+            try Task.checkCancellation()
+            try subscribe(subject: subject, zone: watched.zone, session: key, database: database, acting: acting)
+            // What changed before the subscription: the client pulls since its token.
+            let changes = try await PostgreSQLActingUser.$current.withValue(acting) {
+                try await database.changes(in: watched.zone, since: watched.token)
+            }
+            if changes.token != watched.token {
+                for hint in RelayWire.notifications(
+                    changes.records, zone: watched.zone, token: changes.token, writer: nil, identifier: database.identifier)
+                { enqueue(hint, for: [key]) }
+            }
+        }
+    }
+
     /// Sets the session's zones; returns those new to it. Zones it no longer names lose
     /// their queued hints and, when no other session watches them, their subscription.
-    private func register(_ key: SessionKey, zones: [RelayWire.ZoneToken]) -> [RelayWire.ZoneToken] {
-        let dropped = state.withLock { state -> [MirrorCancellable] in
+    /// The session counts as registering (not sweepable) until the caller's `defer`.
+    ///
+    /// - Throws: ``RelayFailure`` 429 when the subject would watch more sessions or zones
+    ///   than allowed.
+    private func register(_ key: SessionKey, zones: [RelayWire.ZoneToken]) throws -> [RelayWire.ZoneToken] {
+        let dropped = try state.withLock { state -> [MirrorCancellable] in
+            let others = state.sessions.filter { $0.key.subject == key.subject && $0.key != key }
+            guard state.sessions[key] != nil || others.count < Self.maximumSessionsPerSubject else {
+                throw RelayFailure(
+                    .tooManyRequests, "tooManyRequests",
+                    "a user watches through at most \(Self.maximumSessionsPerSubject) sessions at once")
+            }
+            guard others.values.reduce(zones.count, { $0 + $1.zones.count }) <= Self.maximumZonesPerSubject else {
+                throw RelayFailure(
+                    .tooManyRequests, "tooManyRequests",
+                    "a user watches at most \(Self.maximumZonesPerSubject) zones over all sessions")
+            }
             var session = state.sessions[key] ?? Session()
+            session.registering += 1
             let wanted = Set(zones.map(\.zone))
             let gone = session.zones.subtracting(wanted)
             session.zones = session.zones.intersection(wanted)
@@ -131,7 +164,8 @@ final class RelayHub: Sendable {
         subject: String, zone: ZoneID, session: SessionKey, database: PostgreSQLDatabase, acting: PostgreSQLActingUser
     ) throws {
         let watchKey = WatchKey(subject: subject, zone: zone)
-        let joined = state.withLock { state -> Bool in
+        let joined = try state.withLock { state -> Bool in
+            guard state.sessions[session] != nil else { throw CancellationError() }
             state.sessions[session]?.zones.insert(zone)
             guard state.watches[watchKey] != nil else { return false }
             state.watches[watchKey]?.sessions.insert(session)
@@ -151,6 +185,8 @@ final class RelayHub: Sendable {
             }
         }
         let extra = state.withLock { state -> MirrorCancellable? in
+            // The session went meanwhile: nobody is left to hear this zone.
+            guard state.sessions[session] != nil else { return state.watches[watchKey] == nil ? subscription : nil }
             if state.watches[watchKey] != nil {
                 state.watches[watchKey]?.sessions.insert(session)
                 return subscription
@@ -184,12 +220,23 @@ final class RelayHub: Sendable {
     func sweep(now: ContinuousClock.Instant = .now) {
         let dropped = state.withLock { state -> [MirrorCancellable] in
             let dead = state.sessions.filter {
-                $0.value.wake == nil && now - $0.value.lastSeen > .seconds(RelayWire.deadLinkSeconds)
+                $0.value.wake == nil && $0.value.registering == 0
+                    && now - $0.value.lastSeen > .seconds(RelayWire.deadLinkSeconds)
             }
             var dropped: [MirrorCancellable] = []
             for (key, session) in dead {
                 state.sessions[key] = nil
                 dropped += session.zones.compactMap { leave(&state, key, zone: $0) }
+            }
+            // Watches left with no live session (none should be): cancelled too.
+            for (watchKey, watch) in state.watches {
+                let live = watch.sessions.filter { state.sessions[$0] != nil }
+                if live.isEmpty {
+                    state.watches[watchKey] = nil
+                    dropped.append(watch.subscription)
+                } else if live.count != watch.sessions.count {
+                    state.watches[watchKey]?.sessions = live
+                }
             }
             return dropped
         }

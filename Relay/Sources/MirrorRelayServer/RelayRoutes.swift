@@ -95,13 +95,23 @@ struct RelayRoutes: Sendable {
         }
         let database = try await users.database(for: subject)
         let operations = body.operations.map(\.operation)
-        let claim = CommitClaim(subject: subject, key: key)
-        let claiming = PostgreSQLActingUser(role: subject, writerID: body.writerID, beforeRole: key == nil ? nil : claim.record)
+        let canonical = JSONEncoder()
+        canonical.outputFormatting = .sortedKeys
+        let claim = CommitClaim(
+            subject: subject, writer: body.writerID, key: key, body: key == nil ? Data() : try canonical.encode(body))
+        let claiming = PostgreSQLActingUser(role: subject, writerID: body.writerID, beforeRole: claim.record)
         do {
             let outcome = try await PostgreSQLActingUser.$current.withValue(claiming) {
                 try await database.commit(operations, to: body.zone)
             }
             return json(RelayWire.CommitResponse(outcome, replayed: false))
+        } catch where claim.writerRefused {
+            throw RelayFailure(
+                .forbidden, "writerTaken", "this writerID is another user's: each writer id belongs to the user who first committed under it")
+        } catch where claim.bodyDiffered {
+            throw RelayFailure(
+                .conflict, "idempotencyKeyReused",
+                "this Idempotency-Key was used before for another commit; nothing was stored")
         } catch where claim.wasAppliedBefore {
             // Applied before: the database recognises each operation as a retry by its writer
             // and timestamp, and answers with what is stored.
@@ -129,32 +139,72 @@ struct RelayRoutes: Sendable {
     }
 }
 
-/// A commit's idempotency key, recorded first in the commit's transaction (as the relay's
-/// role, before `SET LOCAL ROLE`): the row commits or rolls back with the commit.
+/// A commit's idempotency key and the SHA-256 of its body, recorded first in the commit's
+/// transaction (as the relay's role, before `SET LOCAL ROLE`): the row commits or rolls
+/// back with the commit. A key found with another body's digest is a reuse, not a retry.
 final class CommitClaim: Sendable {
     static let header = HTTPField.Name("Idempotency-Key")!
+    private enum Found { case new, sameBody, otherBody, otherWriter }
     let subject: String
+    /// The client's writer id, bound to the first subject that commits under it.
+    let writer: String
     let key: String?
-    /// `nil` until recorded; `false` when the key was recorded by an earlier commit.
-    private let recorded = Mutex<Bool?>(nil)
+    /// The commit's body as JSON with sorted keys, whose digest is stored with the key.
+    let body: Data
+    /// `nil` until recorded.
+    private let recorded = Mutex<Found?>(nil)
 
-    init(subject: String, key: String?) { (self.subject, self.key) = (subject, key) }
+    init(subject: String, writer: String, key: String?, body: Data) {
+        (self.subject, self.writer, self.key, self.body) = (subject, writer, key, body)
+    }
 
-    /// Whether the key was found recorded: the commit was applied before.
-    var wasAppliedBefore: Bool { recorded.withLock { $0 == false } }
+    /// Whether the key was found recorded with this body: the commit was applied before.
+    var wasAppliedBefore: Bool { recorded.withLock { $0 == .sameBody } }
+    /// Whether the key was found recorded with another body.
+    var bodyDiffered: Bool { recorded.withLock { $0 == .otherBody } }
+    /// Whether the writer id was found bound to another subject.
+    var writerRefused: Bool { recorded.withLock { $0 == .otherWriter } }
 
-    /// Records the key, once per request; throws when it was recorded before.
+    /// Binds the writer id to the subject, or throws when it is another's; then records the
+    /// key, once per request, and throws when it was recorded before.
     func record(on connection: PostgresConnection, logger: Logger) async throws {
-        guard let key, recorded.withLock({ $0 == nil }) else { return }
+        guard recorded.withLock({ $0 == nil }) else { return }
+        let bound = try await connection.query(
+            """
+            WITH bound AS (
+                INSERT INTO magicmirror_relay.writers (writer, subject) VALUES (\(writer), \(subject))
+                ON CONFLICT DO NOTHING RETURNING subject)
+            SELECT coalesce((SELECT subject FROM bound),
+                            (SELECT subject FROM magicmirror_relay.writers WHERE writer = \(writer)), \(subject)) = \(subject)
+            """, logger: logger)
+        var own = true
+        for try await (same) in bound.decode(Bool.self) { own = same }
+        if !own {
+            recorded.withLock { $0 = .otherWriter }
+            throw RelayFailure(.forbidden, "writerTaken", "the writer id is another user's")
+        }
+        guard let key else { return }
+        let bytes = ByteBuffer(bytes: body)
         let rows = try await connection.query(
             """
-            INSERT INTO magicmirror_relay.commits (subject, key) VALUES (\(subject), \(key))
-            ON CONFLICT DO NOTHING RETURNING 1
+            WITH claimed AS (
+                INSERT INTO magicmirror_relay.commits (subject, key, digest)
+                VALUES (\(subject), \(key), sha256(\(bytes)::bytea))
+                ON CONFLICT DO NOTHING RETURNING 1)
+            SELECT (SELECT count(*) FROM claimed)::int8,
+                   coalesce((SELECT digest IS NULL OR digest = sha256(\(bytes)::bytea) FROM magicmirror_relay.commits
+                             WHERE subject = \(subject) AND key = \(key)), true)
             """, logger: logger)
-        var inserted = false
-        for try await _ in rows { inserted = true }
-        recorded.withLock { $0 = inserted }
-        if !inserted { throw RelayFailure(.conflict, "replayed", "the commit was applied before") }
+        var found = Found.new
+        for try await (inserted, same) in rows.decode((Int64, Bool).self) {
+            found = inserted > 0 ? .new : same ? .sameBody : .otherBody
+        }
+        recorded.withLock { $0 = found }
+        switch found {
+        case .new, .otherWriter: return
+        case .sameBody: throw RelayFailure(.conflict, "replayed", "the commit was applied before")
+        case .otherBody: throw RelayFailure(.conflict, "idempotencyKeyReused", "the key was used for another commit")
+        }
     }
 }
 

@@ -23,6 +23,10 @@ public enum RelayServer {
         routes.add(to: router)
         let app = Application(
             router: router,
+            // A connection idle this long, its request's head or body included, is closed: a
+            // client that never finishes its headers holds no descriptor for long. A request
+            // read in full and being answered (a long poll) is never idle.
+            server: .http1(configuration: .init(idleTimeout: .seconds(RelayWireTiming.idleSeconds))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "mirror-relay"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? configuration.port
@@ -61,4 +65,6 @@ public enum RelayServer {
 /// How often the relay forgets dead sessions.
 enum RelayWireTiming {
     static let sweepSeconds = 2
+    /// How long a connection may send nothing, while sending a request or between requests.
+    static let idleSeconds: Int64 = 15
 }

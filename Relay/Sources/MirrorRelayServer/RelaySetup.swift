@@ -7,13 +7,17 @@ import PostgresNIO
 /// What `mirror-relay setup` installs, as an administrator, beside the `magicmirror` schema
 /// (which it installs or migrates by opening a `PostgreSQLDatabase`):
 ///
-/// - the role the relay connects as: `LOGIN NOINHERIT`, never superuser, no `BYPASSRLS`, no
+/// - the role the relay connects as, created and marked (its comment) by setup; an existing
+///   role without the mark is refused, never adopted: `LOGIN NOINHERIT`, never superuser, no `BYPASSRLS`, no
 ///   `CREATEROLE`: it reads and writes only as the users it acts for (`SET LOCAL ROLE`);
 /// - the schema `magicmirror_relay`, closed to `PUBLIC`:
 ///   - `users`: the subjects whose roles the relay provisioned; the relay acts for these
 ///     only;
-///   - `commits`: the idempotency keys of applied commits, written in each commit's own
-///     transaction, readable and writable by the relay role only;
+///   - `writers`: each writer id and the subject that first committed under it; a writer id
+///     is another user's to nobody else;
+///   - `commits`: the idempotency keys of applied commits with the digest of their bodies,
+///     written in each commit's own transaction, readable and writable by the relay role
+///     only;
 ///   - `provision(subject)`, `SECURITY DEFINER` (the administrator's rights), executable by
 ///     the relay role only: creates the `NOLOGIN NOINHERIT` role named exactly as the
 ///     subject (the schema's rules read `current_user`, so a user's role is their name) and
@@ -21,21 +25,44 @@ import PostgresNIO
 ///     begins with `pg_`, or names a role that exists and that it did not create
 ///     (`postgres`, the relay's own role, an administrator's).
 enum RelaySetup {
+    /// The longest a statement of the relay waits for a lock, and runs, in its sessions.
+    static let lockTimeout = "5s"
+    static let statementTimeout = "60s"
+
     /// The statements of the relay's schema for the relay role `role` (quoted here).
     static func statements(relayRole role: String) -> [String] {
         let quoted = "\"" + role.replacingOccurrences(of: "\"", with: "\"\"") + "\""
         let literal = "'" + role.replacingOccurrences(of: "'", with: "''") + "'"
+        let madeBySetup = "'mirror-relay: the role a relay connects as'"
         return [
             """
             DO $do$ BEGIN
                 IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = \(literal)) THEN
                     CREATE ROLE \(quoted) LOGIN NOINHERIT;
+                    COMMENT ON ROLE \(quoted) IS \(madeBySetup);
                 END IF;
             EXCEPTION WHEN duplicate_object OR unique_violation THEN
                 NULL; -- made meanwhile by a setup of another database of the cluster
             END $do$
             """,
+            // A role setup did not make (an administrator's, or a subject's that another
+            // relay provisioned) is never adopted: it could be a member of, or reachable from,
+            // roles the relay must not reach.
+            """
+            DO $do$ BEGIN
+                IF pg_catalog.shobj_description(
+                    (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = \(literal)), 'pg_authid') IS DISTINCT FROM \(madeBySetup)
+                THEN
+                    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = format(
+                        'the role %I exists and was not made by mirror-relay setup; choose another --relay-role', \(literal));
+                END IF;
+            END $do$
+            """,
             "ALTER ROLE \(quoted) NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB NOINHERIT",
+            // The schema grants DELETE on some tables to PUBLIC, which allows any role to
+            // `LOCK TABLE` them: no request of the relay waits on a lock, or runs, for ever.
+            "ALTER ROLE \(quoted) SET lock_timeout = '\(lockTimeout)'",
+            "ALTER ROLE \(quoted) SET statement_timeout = '\(statementTimeout)'",
             "CREATE SCHEMA IF NOT EXISTS magicmirror_relay",
             "REVOKE ALL ON SCHEMA magicmirror_relay FROM PUBLIC",
             """
@@ -49,6 +76,15 @@ enum RelaySetup {
                 key text COLLATE "C" NOT NULL,
                 created timestamptz NOT NULL DEFAULT now(),
                 PRIMARY KEY (subject, key))
+            """,
+            // The SHA-256 of the commit's body (its JSON with sorted keys): a key reused with
+            // another body is refused.
+            "ALTER TABLE magicmirror_relay.commits ADD COLUMN IF NOT EXISTS digest bytea",
+            """
+            CREATE TABLE IF NOT EXISTS magicmirror_relay.writers (
+                writer text COLLATE "C" PRIMARY KEY,
+                subject text COLLATE "C" NOT NULL,
+                created timestamptz NOT NULL DEFAULT now())
             """,
             """
             CREATE OR REPLACE FUNCTION magicmirror_relay.provision(p_subject text)
@@ -75,6 +111,7 @@ enum RelaySetup {
             "GRANT USAGE ON SCHEMA magicmirror_relay TO \(quoted)",
             "GRANT SELECT ON magicmirror_relay.users TO \(quoted)",
             "GRANT SELECT, INSERT ON magicmirror_relay.commits TO \(quoted)",
+            "GRANT SELECT, INSERT ON magicmirror_relay.writers TO \(quoted)",
             "GRANT EXECUTE ON FUNCTION magicmirror_relay.provision(text) TO \(quoted)",
         ]
     }

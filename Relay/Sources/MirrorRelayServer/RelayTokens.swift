@@ -16,6 +16,7 @@ struct RelayTokens: Sendable {
         var sub: SubjectClaim
         var exp: ExpirationClaim
         var aud: AudienceClaim
+        var nbf: NotBeforeClaim?
 
         // Expiry and audience are checked by RelayTokens, which tells them apart.
         func verify(using algorithm: some JWTAlgorithm) async throws {}
@@ -23,6 +24,12 @@ struct RelayTokens: Sendable {
 
     let keys: JWTKeyCollection
     let audience: String
+    /// The key ids configured (ES256 keys): a token naming another is refused, never
+    /// checked with the HS256 secret.
+    var kids: Set<String> = []
+    var maximumLifetime: TimeInterval = 24 * 3600
+    /// How far a `nbf` may be ahead of the relay's clock.
+    static let leeway: TimeInterval = 60
 
     /// The keys of a configuration.
     ///
@@ -39,7 +46,9 @@ struct RelayTokens: Sendable {
                 throw RelayConfiguration.Problem("the ES256 public key \(kid) is not a PEM public key: \(error)")
             }
         }
-        return RelayTokens(keys: keys, audience: configuration.audience)
+        return RelayTokens(
+            keys: keys, audience: configuration.audience, kids: Set(configuration.es256PublicKeys.map(\.0)),
+            maximumLifetime: TimeInterval(configuration.maximumTokenLifetime))
     }
 
     /// The subject of the `Authorization: Bearer` header's token.
@@ -54,6 +63,15 @@ struct RelayTokens: Sendable {
         guard token.utf8.count <= Self.maximumLength else {
             throw RelayFailure.unauthorized("the token is longer than \(Self.maximumLength) bytes")
         }
+        let header = token.split(separator: ".", omittingEmptySubsequences: false).first.flatMap { Self.header(String($0)) }
+        if let kid = header?["kid"] {
+            guard let kid = kid as? String, kids.contains(kid) else {
+                throw RelayFailure.unauthorized("the token's key id (kid) names no key of this relay")
+            }
+        }
+        guard header?["crit"] == nil else {
+            throw RelayFailure.unauthorized("the token has critical header parameters (crit), which the relay does not know")
+        }
         let claims: Claims
         do {
             claims = try await keys.verify(String(token), as: Claims.self)
@@ -62,6 +80,12 @@ struct RelayTokens: Sendable {
         }
         guard claims.exp.value > Date() else {
             throw RelayFailure(.unauthorized, "tokenExpired", "the token expired at \(claims.exp.value)")
+        }
+        guard claims.exp.value.timeIntervalSinceNow <= maximumLifetime else {
+            throw RelayFailure.unauthorized("the token is valid for more than \(Int(maximumLifetime)) seconds")
+        }
+        if let nbf = claims.nbf, nbf.value.timeIntervalSinceNow > Self.leeway {
+            throw RelayFailure.unauthorized("the token is not valid before \(nbf.value)")
         }
         guard claims.aud.value.contains(audience) else {
             throw RelayFailure.unauthorized("the token is not for this relay (its audience is not \(audience))")
@@ -79,5 +103,13 @@ struct RelayTokens: Sendable {
             throw RelayFailure.unauthorized("the token's subject cannot be a user name")
         }
         return subject
+    }
+
+    /// A token's header (its first part, base64url JSON), or `nil` when it is none.
+    static func header(_ part: String) -> [String: Any]? {
+        var text = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        guard let data = Data(base64Encoded: text) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 }
