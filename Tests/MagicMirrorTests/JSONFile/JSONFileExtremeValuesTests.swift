@@ -51,17 +51,8 @@ import Testing
     @Test func aRecordAtTheLastVersionStillTakesChanges() async throws {
         let directory = try TemporaryDirectory("last-version")
         defer { directory.remove() }
-        let database = try JSONFileDatabase(directory: directory.url)
-        try await database.commit([jsonSave("first", ["n": 1])], to: zone)
-        let journal = try JSONFileTestSupport.journal(in: database.directory(of: zone))
-        let handle = try FileHandle(forWritingTo: journal)
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(
-            #"{"seq":2,"op":"save","id":"last","version":9223372036854775807,"clock":"1-0","writer":"w-other","end":true,"fields":{"n":2}}"#
-                .utf8 + [UInt8(ascii: "\n")]))
-        try handle.close()
-
-        let other = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let other = try await databaseAfterAnotherProgramAppended(
+            #"{"seq":2,"op":"save","id":"last","version":9223372036854775807,"clock":"1-0","writer":"w-other","end":true,"fields":{"n":2}}"#, in: directory)
         let stored = try #require(try await other.fetch(["last"], in: zone).first)
         #expect(stored.version == .max)
         let outcome = try await other.commit(
@@ -79,17 +70,8 @@ import Testing
     @Test func aZoneAtTheLastSequenceRefusesTheNextCommit() async throws {
         let directory = try TemporaryDirectory("last-sequence")
         defer { directory.remove() }
-        let database = try JSONFileDatabase(directory: directory.url)
-        try await database.commit([jsonSave("first", ["n": 1])], to: zone)
-        let journal = try JSONFileTestSupport.journal(in: database.directory(of: zone))
-        let handle = try FileHandle(forWritingTo: journal)
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(
-            #"{"seq":9223372036854775807,"op":"save","id":"last","version":1,"clock":"1-0","writer":"w-other","end":true,"fields":{"n":2}}"#
-                .utf8 + [UInt8(ascii: "\n")]))
-        try handle.close()
-
-        let other = try JSONFileDatabase(isolatedDirectory: directory.url)
+        let other = try await databaseAfterAnotherProgramAppended(
+            #"{"seq":9223372036854775807,"op":"save","id":"last","version":1,"clock":"1-0","writer":"w-other","end":true,"fields":{"n":2}}"#, in: directory)
         await #expect {
             try await other.commit([jsonSave("next", ["n": 3])], to: zone)
         } throws: { error in
@@ -99,5 +81,20 @@ import Testing
         }
         let stored = try await other.fetch(["first", "last", "next"], in: zone)
         #expect(stored.map(\.id) == ["first", "last"])
+    }
+
+    /// A database whose zone holds record `first`, to which another program then appended
+    /// `line`, opened afresh in `directory`.
+    private func databaseAfterAnotherProgramAppended(
+        _ line: String, in directory: TemporaryDirectory
+    ) async throws -> JSONFileDatabase {
+        let database = try JSONFileDatabase(directory: directory.url)
+        try await database.commit([jsonSave("first", ["n": 1])], to: zone)
+        let journal = try JSONFileTestSupport.journal(in: database.directory(of: zone))
+        let handle = try FileHandle(forWritingTo: journal)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(line.utf8 + [UInt8(ascii: "\n")]))
+        try handle.close()
+        return try JSONFileDatabase(isolatedDirectory: directory.url)
     }
 }
