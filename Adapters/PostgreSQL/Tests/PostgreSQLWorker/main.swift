@@ -121,15 +121,13 @@ do {
     for index in 0..<count { mirror.dataModel.append(Item(id: "\(name)-\(index)", value: 0)) }
     try await mirror.waitUntilCommitted(timeout: .seconds(120))
     progress("appends committed")
-    for index in mirror.dataModel.indices where mirror.dataModel[index].id.hasPrefix("\(name)-") {
-        mirror.dataModel[index].value = 1
-    }
+    // By id, each in one access: other workers' commits arrive meanwhile and move positions
+    // (an index read first and used next trapped once, out of range).
+    for index in 0..<count { mirror.dataModel[recordID: "\(name)-\(index)"]?.value = 1 }
     try await mirror.waitUntilCommitted(timeout: .seconds(120))
     progress("edits committed")
     for index in stride(from: count - 1, through: 0, by: -1) where index % 2 == 0 {
-        if let position = mirror.dataModel.firstIndex(where: { $0.id == "\(name)-\(index)" }) {
-            mirror.dataModel.remove(at: position)
-        }
+        mirror.dataModel.remove(recordID: "\(name)-\(index)")
     }
     try await mirror.waitUntilCommitted(timeout: .seconds(120))
     progress("deletes committed")
