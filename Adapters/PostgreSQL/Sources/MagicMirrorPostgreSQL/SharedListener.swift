@@ -9,7 +9,7 @@ import Synchronization
 /// State, behind one mutex (never held while awaiting or calling a member):
 /// - `members`: the subscriptions to tell, by identity;
 /// - `task`: the listening task, started by the first member, ended with the last;
-/// - `connected`: whether the connection listens now (a member that joins then is told at
+/// - `connection`: the connection while it listens (a member that joins then is told at
 ///   once, and pulls).
 ///
 /// The connection is a dedicated one (``ServerLink/connect(applicationName:)``, named
@@ -44,7 +44,6 @@ final class SharedListener: Sendable {
     private struct State {
         var members: [ObjectIdentifier: Listening] = [:]
         var task: Task<Void, Never>?
-        var connected = false
         /// The connection while it listens.
         var connection: PostgresConnection?
     }
@@ -67,7 +66,7 @@ final class SharedListener: Sendable {
     func withListeningConnection<Result: Sendable>(
         wait: Bool, _ body: @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result? {
-        guard state.withLock({ $0.connection != nil }) else { return nil }
+        guard isListening else { return nil }
         if wait {
             await gate.acquire()
         } else if !gate.tryAcquire() {
@@ -87,7 +86,7 @@ final class SharedListener: Sendable {
             if state.task == nil {
                 state.task = Task { await self.listen(on: link) }
             }
-            return state.connected
+            return state.connection != nil
         }
         if connected { member.connected() }
     }
@@ -97,7 +96,7 @@ final class SharedListener: Sendable {
         let task = state.withLock { state -> Task<Void, Never>? in
             state.members[ObjectIdentifier(member)] = nil
             guard state.members.isEmpty else { return nil }
-            (state.connected, state.connection) = (false, nil)
+            state.connection = nil
             defer { state.task = nil }
             return state.task
         }
@@ -108,7 +107,7 @@ final class SharedListener: Sendable {
     func stop() {
         let task = state.withLock { state in
             state.members = [:]
-            (state.connected, state.connection) = (false, nil)
+            state.connection = nil
             defer { state.task = nil }
             return state.task
         }
@@ -137,8 +136,8 @@ final class SharedListener: Sendable {
                 throw MirrorError(.unavailable, "the server ended the notification connection")
             } catch {
                 let wasListening = state.withLock { state in
-                    defer { (state.connected, state.connection) = (false, nil) }
-                    return state.connected
+                    defer { state.connection = nil }
+                    return state.connection != nil
                 }
                 if wasListening { backoff = Listening.initialBackoff }
                 if Task.isCancelled { return }
@@ -154,7 +153,7 @@ final class SharedListener: Sendable {
     private func listen(on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.listen(on: NotificationPayload.channel) { notifications in
             let joined = state.withLock { state -> [Listening] in
-                (state.connected, state.connection) = (true, connection)
+                state.connection = connection
                 return Array(state.members.values)
             }
             for member in joined { member.connected() }
