@@ -28,50 +28,34 @@ struct Item: Recordable {
 signal(SIGPIPE, SIG_IGN)
 
 let arguments = CommandLine.arguments
-if arguments.count >= 3, arguments[1] == "--interactive" {
+/// Runs one of the modes driven from standard input (or a one-shot command) and exits: 0 when
+/// it returns, 1 with its error on standard error when it throws.
+func runMode(_ flag: String, _ body: () async throws -> Void) async -> Never {
     do {
-        try await InteractiveWorker.run(url: arguments[2], replica: arguments.count > 3 ? arguments[3] : nil)
+        try await body()
         exit(0)
     } catch {
-        FileHandle.standardError.write(Data("pg-mirror-worker --interactive: \(error)\n".utf8))
+        FileHandle.standardError.write(Data("pg-mirror-worker \(flag): \(error)\n".utf8))
         exit(1)
+    }
+}
+
+if arguments.count >= 3, arguments[1] == "--interactive" {
+    await runMode("--interactive") {
+        try await InteractiveWorker.run(url: arguments[2], replica: arguments.count > 3 ? arguments[3] : nil)
     }
 }
 if arguments.count == 4, arguments[1] == "--offline-first" {
-    do {
-        try await InteractiveWorker.runOfflineFirst(url: arguments[2], replica: arguments[3])
-        exit(0)
-    } catch {
-        FileHandle.standardError.write(Data("pg-mirror-worker --offline-first: \(error)\n".utf8))
-        exit(1)
-    }
+    await runMode("--offline-first") { try await InteractiveWorker.runOfflineFirst(url: arguments[2], replica: arguments[3]) }
 }
 if arguments.count == 4, arguments[1] == "--delete-author" {
-    do {
-        try await DeleteAuthorWorker.run(url: arguments[2], authorID: arguments[3])
-        exit(0)
-    } catch {
-        FileHandle.standardError.write(Data("pg-mirror-worker --delete-author: \(error)\n".utf8))
-        exit(1)
-    }
+    await runMode("--delete-author") { try await DeleteAuthorWorker.run(url: arguments[2], authorID: arguments[3]) }
 }
 if arguments.count == 4, arguments[1] == "--sharing", let scope = Scope(rawValue: arguments[3]) {
-    do {
-        try await InteractiveWorker.run(url: arguments[2], replica: nil, scope: scope)
-        exit(0)
-    } catch {
-        FileHandle.standardError.write(Data("pg-mirror-worker --sharing: \(error)\n".utf8))
-        exit(1)
-    }
+    await runMode("--sharing") { try await InteractiveWorker.run(url: arguments[2], replica: nil, scope: scope) }
 }
 if arguments.count == 3, arguments[1] == "--photos" {
-    do {
-        try await PhotoWorker.run(url: arguments[2])
-        exit(0)
-    } catch {
-        FileHandle.standardError.write(Data("pg-mirror-worker --photos: \(error)\n".utf8))
-        exit(1)
-    }
+    await runMode("--photos") { try await PhotoWorker.run(url: arguments[2]) }
 }
 guard arguments.count == 5, let count = Int(arguments[3]) else {
     FileHandle.standardError.write(Data("usage: pg-mirror-worker URL NAME COUNT WORKERS\n".utf8))
