@@ -123,7 +123,7 @@ final class ServerLink: Sendable {
     func withConnection<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        let lease = Lease()
+        let lease = Lease(checkAt: ContinuousClock.now + Self.diagnosisDelay)
         let client = client
         let work = Task {
             try await client.withConnection { [self] connection in
@@ -132,18 +132,24 @@ final class ServerLink: Sendable {
                 return try await body(connection)
             }
         }
-        let watchdog = Task { [self] in
-            try? await Task.sleep(for: Self.diagnosisDelay)
-            while !Task.isCancelled, lease.isWaiting {
+        // A lease that still waits after the diagnosis delay (a check of the process's
+        // ticker, no timer of its own) makes the link try a connection of its own, again
+        // every four delays while it waits.
+        Ticker.shared.add { [self] now in
+            guard lease.isWaiting else { return true }
+            guard lease.isDue(now) else { return false }
+            lease.checkAgain(after: .seconds(3600)) // not while this check runs
+            Task {
                 let served = lastLease.withLock { $0.map { ContinuousClock.now - $0 < Self.diagnosisDelay } ?? false }
                 if !served, let refusal = await diagnose() {
                     if lease.refuse(refusal) { work.cancel() }
                     return
                 }
-                try? await Task.sleep(for: Self.diagnosisDelay * 4)
+                lease.checkAgain(after: Self.diagnosisDelay * 4)
             }
+            return false
         }
-        defer { watchdog.cancel() }
+        defer { lease.end() }
         do {
             return try await withTaskCancellationHandler {
                 try await work.value
@@ -272,16 +278,26 @@ extension ServerLink {
 
     /// A lease from the pool: waiting, then begun, or refused by ``ServerLink/diagnose()``.
     final class Lease: Sendable {
-        private enum Phase { case waiting, begun, refused(MirrorError) }
+        private enum Phase { case waiting, begun, refused(MirrorError), ended }
         private let phase = Mutex(Phase.waiting)
+        /// When the link checks the server next, while the lease waits.
+        private let checkAt: Mutex<ContinuousClock.Instant>
+
+        init(checkAt: ContinuousClock.Instant) { self.checkAt = Mutex(checkAt) }
 
         var isWaiting: Bool { phase.withLock { if case .waiting = $0 { true } else { false } } }
+        func isDue(_ now: ContinuousClock.Instant) -> Bool { checkAt.withLock { now >= $0 } }
+        func checkAgain(after delay: Duration) { checkAt.withLock { $0 = .now + delay } }
+
+        /// The operation is over (the lease, if it waits still, will not be used).
+        func end() { phase.withLock { if case .waiting = $0 { $0 = .ended } } }
         var refusal: MirrorError? { phase.withLock { if case .refused(let error) = $0 { error } else { nil } } }
 
         /// Marks the connection leased; throws the refusal if one came first.
         func begin() throws {
             try phase.withLock { phase in
                 if case .refused(let error) = phase { throw error }
+                if case .ended = phase { throw CancellationError() }
                 phase = .begun
             }
         }
