@@ -24,6 +24,18 @@ struct BenchResult: Encodable {
     var maxMillis: Double?
     var peakResidentMiB: Double?
     var note: String?
+    // Workloads with concurrent writers (mirror-bench-postgres shared-zone): how many, the
+    // rate, and the raw baseline's figures of the same run.
+    var writers: Int?
+    var commitsPerSecond: Double?
+    var rawCommitsPerSecond: Double?
+    var rawP50Millis: Double?
+    var rawP99Millis: Double?
+    // Workloads measured beside another database's memory (mirror-bench-postgres open-large).
+    var baselineSeconds: Double?
+    var comparedPeakResidentMiB: Double?
+    var comparedSeconds: Double?
+    var memoryRatio: Double?
 }
 
 /// Monotonic time in seconds.
@@ -98,7 +110,9 @@ enum Output {
         for r in results {
             let name = r.variant.map { "\(r.name) (\($0))" } ?? r.name
             var figure: String
-            if let perOp = r.perOpMicros {
+            if let rate = r.commitsPerSecond, let p99 = r.p99Millis {
+                figure = String(format: "%.0f commits/s, p99 %.2f ms", rate, p99)
+            } else if let perOp = r.perOpMicros {
                 figure = String(format: "%.1f µs/op", perOp)
             } else if let rate = r.recordsPerSecond {
                 figure = String(format: "%.0f rec/s", rate)
@@ -108,6 +122,9 @@ enum Output {
                 figure = String(format: "%.3f s", r.seconds)
             }
             if let rss = r.peakResidentMiB { figure += String(format: ", peak %.0f MiB", rss) }
+            if let rss = r.comparedPeakResidentMiB, let ratio = r.memoryRatio {
+                figure += String(format: " (%.2f× the other's %.0f MiB)", ratio, rss)
+            }
             let baseline: String
             if let b = r.baseline, let f = r.baselineFigure {
                 baseline = "\(b): " + String(format: "%.2f", f) + " \(r.baselineUnit ?? "")"

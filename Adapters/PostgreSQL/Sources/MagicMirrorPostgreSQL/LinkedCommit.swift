@@ -6,12 +6,14 @@ import PostgresNIO
 /// A commit that deletes records of a type that delete rules target, in one transaction
 /// with every change the rules make (see the article "Running on PostgreSQL").
 ///
-/// ``ZoneCommit`` hands a commit over when its first statement found a rule targeting the
-/// zone's record type and the commit deletes. Then, in one transaction:
+/// ``ZoneCommit`` hands a commit over when `magicmirror.commit_records` answered that a
+/// rule targets the zone's record type and the commit deletes (having written nothing).
+/// Then, in one transaction:
 ///
-/// 1. read the scope space's rules, and lock the rows of the zones they can reach
-///    (`RelationshipEnforcement.reachableTypes`), in the order of their numbers so that two
-///    linked commits cannot deadlock. Every commit to a zone locks its row before it writes,
+/// 1. read the scope space's rules, and take the commit locks, then the rows, of the zones
+///    they can reach (`RelationshipEnforcement.reachableTypes`), in the order of their
+///    numbers so that two linked commits, or a linked commit and a commit (which takes its
+///    zone's commit lock before its row), cannot deadlock. Every commit to a zone locks its row before it writes,
 ///    so from here on no other writer can add a reference to a deleted record, or change or
 ///    remove one, until this transaction ends; each later statement reads everything
 ///    committed before the locks were granted;
@@ -29,7 +31,7 @@ struct LinkedCommit: Sendable {
     let commit: ZoneCommit
 
     func run(on connection: PostgresConnection, logger: Logger) async throws -> ZoneCommit.Result {
-        try await connection.withTransaction(logger: logger) { connection in
+        try await connection.transactionUnlessActing(logger: logger) {
             try await plannedAndWritten(on: connection, logger: logger)
         }
     }
@@ -40,7 +42,7 @@ struct LinkedCommit: Sendable {
         let types = RelationshipEnforcement.reachableTypes(from: zone.recordType, rules: rules)
         let locked = try await RelationshipRows.lockZones(of: commit.key, types: types, on: connection, logger: logger)
         let ids = commit.operations.map(\.recordID)
-        guard let (row, stored, _) = try await RecordRows.zoneAndRecords(
+        guard let (row, stored) = try await RecordRows.zoneAndRecords(
             commit.key, ids: ids, on: connection, logger: logger)
         else {
             throw MirrorError(

@@ -48,12 +48,14 @@ import PostgresNIO
         PostgresQuery(unsafeSQL: "SET LOCAL ROLE \"" + role.replacingOccurrences(of: "\"", with: "\"\"") + "\"")
     }
 
-    /// `body` in a transaction of its own that first runs ``beforeRole`` and sets the role.
+    /// `body` in a transaction of its own, which `begin` starts, that first runs
+    /// ``beforeRole`` and sets the role.
     func wrap<Result: Sendable>(
-        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result, logger: Logger
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result, logger: Logger,
+        begin: PostgresQuery = "BEGIN"
     ) -> @Sendable (PostgresConnection) async throws -> Result {
         { [self] connection in
-            try await connection.withTransaction(logger: logger) { connection in
+            try await connection.transaction(begin, logger: logger) {
                 try await beforeRole?(connection, logger)
                 try await connection.query(setRole, logger: logger)
                 return try await body(connection)

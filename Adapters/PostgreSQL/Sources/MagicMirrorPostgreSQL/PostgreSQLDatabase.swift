@@ -88,6 +88,9 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     let presence: AssetPresence
     /// Where ``fileURL(for:in:)`` keeps the assets it downloads.
     let assetCache: AssetCache
+    /// How ``fetchAll(in:)`` and ``changes(in:since:)`` read a zone: pages of
+    /// ``ZonePages/Paging/standard`` (tests make them small).
+    let readPaging = Mutex(ZonePages.Paging.standard)
 
     /// Opens a database from a connection URL.
     ///
@@ -208,11 +211,13 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
 
     /// Commits a batch atomically, in one transaction that also sends the `NOTIFY`.
     ///
-    /// A commit is two statements, so two round trips to the server: one reads the zone's
-    /// row and the stored records of the batch (one snapshot); the other, when the versions
-    /// allow the batch, writes every record, moves the zone's sequence and sends the
-    /// `NOTIFY`, provided no other commit to the zone ran in between (it locks the zone's
-    /// row and compares its sequence). When one did, the commit reads and plans again.
+    /// A commit is one statement, so one round trip to the server: a call of the schema's
+    /// function `magicmirror.commit_records`, which takes the zone's commit lock and row
+    /// (commits to one zone wait for each other there, in the order they came, instead of
+    /// starting again), checks the base versions against the stored records, and writes
+    /// every record, moves the zone's sequence and sends the `NOTIFY`, or writes nothing.
+    /// It runs with the rights of the connection's role, so row-level security decides
+    /// what it may write (see the article "Running on PostgreSQL").
     ///
     /// A commit that deletes a record of a type that delete rules target
     /// (``registerDeleteRules(_:referringType:in:)``) is one transaction instead, with every
@@ -236,16 +241,14 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         guard !operations.isEmpty else { return CommitOutcome(results: [], token: try await currentToken(in: zone)) }
         let key = ZoneKey(zone)
         let writer = PostgreSQLActingUser.current?.writerID ?? writerID
-        let base = baseGeneration
         let logger = logger
         let result: ZoneCommit.Result
         do {
             let link = link
             result = try await withDeadline(serverDeadline, "committing to \(zone)") {
                 try await link.withConnection { connection in
-                    try await ZoneCommit(
-                        operations: operations, zone: zone, key: key, writer: writer, baseGeneration: base
-                    ).run(on: connection, logger: logger)
+                    try await ZoneCommit(operations: operations, zone: zone, key: key, writer: writer)
+                        .run(on: connection, logger: logger)
                 }
             }
         } catch {
@@ -262,6 +265,9 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     }
 
     /// Every live record of a zone, with the token they reflect.
+    ///
+    /// A zone is read in pages of one snapshot, each with the 30-second deadline of an
+    /// operation, so a zone of millions of records opens (see "Running on PostgreSQL").
     ///
     /// - Parameter zone: The zone to read.
     /// - Returns: A complete change set.
@@ -308,7 +314,8 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     }
 
     private func read(_ zone: ZoneID, since token: ChangeToken?) async throws -> ChangeSet {
-        let (changes, _) = try await PostgreSQLReads.changes(in: zone, since: token, link: link, logger: logger)
+        let (changes, _) = try await PostgreSQLReads.changes(
+            in: zone, since: token, link: link, logger: logger, paging: readPaging.withLock { $0 })
         listening.note(changes.token, of: zone)
         return changes
     }

@@ -12,7 +12,7 @@ import PostgresNIO
 /// The article "Running on PostgreSQL" documents each table.
 enum PostgreSQLSchema {
     /// The version this code writes and reads.
-    static let currentVersion = 6
+    static let currentVersion = 7
 
     /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
     /// version 1 from nothing. A later version appends a step; none is ever edited.
@@ -177,6 +177,9 @@ enum PostgreSQLSchema {
         // Version 6: what a role connecting directly may write, decided by the server (see
         // ProtectionSchema.swift).
         ProtectionSchema.migration,
+        // Version 7: a commit is one call of `magicmirror.commit_records`, and zones are read
+        // in pages (see CommitSchema.swift).
+        CommitSchema.migration,
     ]
 
     /// Row-level security on `magicmirror.<table>` as on `records`: a role sees and writes

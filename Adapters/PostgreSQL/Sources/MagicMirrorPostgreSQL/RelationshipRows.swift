@@ -32,10 +32,20 @@ enum RelationshipRows {
 
     /// The rows of the zones of `types` in the scope space of `key` that exist, locked until
     /// the transaction ends, in the order of their numbers (every linked commit takes them
-    /// in that order, so two cannot wait for each other); by record type.
+    /// in that order, so two cannot wait for each other), each after its commit lock; by
+    /// record type.
     static func lockZones(
         of key: ZoneKey, types: [String], on connection: PostgresConnection, logger: Logger
     ) async throws -> [String: ZoneRow] {
+        // First their commit locks, in the same order: a commit (`commit_records`) takes its
+        // zone's commit lock before its row, so this transaction must too.
+        try await connection.query(
+            """
+            SELECT pg_advisory_xact_lock(\(unescaped: String(ProtectionSchema.commitLockClass)), (z.zone_id % 2147483647)::int4)::text
+            FROM (SELECT zone_id FROM magicmirror.zones
+                  WHERE scope = \(key.scope) AND owner = \(key.owner) AND record_type = ANY(\(types)::text[])
+                  ORDER BY zone_id) z
+            """, logger: logger)
         let rows = try await connection.query(
             """
             SELECT record_type, zone_id, generation, base_seq, last_seq, assets_epoch FROM magicmirror.zones

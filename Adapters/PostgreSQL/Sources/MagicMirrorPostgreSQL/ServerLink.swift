@@ -138,7 +138,7 @@ final class ServerLink: Sendable {
         // A relay's request: a transaction of its own, as its user (see PostgreSQLActingUser).
         let body = PostgreSQLActingUser.current.map { $0.wrap(body, logger: logger) } ?? body
         if let result = try await listener.withListeningConnection(wait: false, body) { return result }
-        let lease = Lease()
+        let lease = Lease(checkAt: ContinuousClock.now + Self.diagnosisDelay)
         let client = client
         let work = Task {
             try await client.withConnection { [self] connection in
@@ -147,9 +147,14 @@ final class ServerLink: Sendable {
                 return try await body(connection)
             }
         }
-        let watchdog = Task { [self] in
-            try? await Task.sleep(for: Self.diagnosisDelay)
-            while !Task.isCancelled, lease.isWaiting {
+        // A lease that still waits after the diagnosis delay (a check of the process's
+        // ticker, no timer of its own) makes the link try a connection of its own, again
+        // every four delays while it waits.
+        Ticker.shared.add { [self] now in
+            guard lease.isWaiting else { return true }
+            guard lease.isDue(now) else { return false }
+            lease.checkAgain(after: .seconds(3600)) // not while this check runs
+            Task {
                 let served = lastLease.withLock { $0.map { ContinuousClock.now - $0 < Self.diagnosisDelay } ?? false }
                 // The server answers on the listening connection: wait for that one rather
                 // than probe with a connection more.
@@ -161,10 +166,11 @@ final class ServerLink: Sendable {
                     if lease.refuse(refusal) { work.cancel() }
                     return
                 }
-                try? await Task.sleep(for: Self.diagnosisDelay * 4)
+                lease.checkAgain(after: Self.diagnosisDelay * 4)
             }
+            return false
         }
-        defer { watchdog.cancel() }
+        defer { lease.end() }
         do {
             return try await withTaskCancellationHandler {
                 try await work.value
@@ -305,11 +311,20 @@ extension ServerLink {
     /// A lease from the pool: waiting, then begun, refused by ``ServerLink/diagnose()``, or
     /// redirected to the listening connection.
     final class Lease: Sendable {
-        private enum Phase { case waiting, begun, refused(MirrorError), redirected }
+        private enum Phase { case waiting, begun, refused(MirrorError), redirected, ended }
         private let phase = Mutex(Phase.waiting)
+        /// When the link checks the server next, while the lease waits.
+        private let checkAt: Mutex<ContinuousClock.Instant>
+
+        init(checkAt: ContinuousClock.Instant) { self.checkAt = Mutex(checkAt) }
 
         var isWaiting: Bool { phase.withLock { if case .waiting = $0 { true } else { false } } }
         var isRedirected: Bool { phase.withLock { if case .redirected = $0 { true } else { false } } }
+        func isDue(_ now: ContinuousClock.Instant) -> Bool { checkAt.withLock { now >= $0 } }
+        func checkAgain(after delay: Duration) { checkAt.withLock { $0 = .now + delay } }
+
+        /// The operation is over (the lease, if it waits still, will not be used).
+        func end() { phase.withLock { if case .waiting = $0 { $0 = .ended } } }
         var refusal: MirrorError? { phase.withLock { if case .refused(let error) = $0 { error } else { nil } } }
 
         /// Marks the connection leased; throws if the lease was refused or redirected first.
@@ -317,7 +332,7 @@ extension ServerLink {
             try phase.withLock { phase in
                 switch phase {
                 case .refused(let error): throw error
-                case .redirected: throw CancellationError()
+                case .redirected, .ended: throw CancellationError()
                 case .waiting, .begun: phase = .begun
                 }
             }

@@ -2,23 +2,22 @@ import Logging
 import MagicMirror
 import PostgresNIO
 
-/// One commit of ``PostgreSQLDatabase``, in as few round trips to the server as its
-/// guarantees allow: usually two statements, each its own transaction.
+/// One commit of ``PostgreSQLDatabase``: one statement, one round trip to the server, that
+/// queues behind the other commits of its zone instead of starting again when one landed
+/// first.
 ///
-/// 1. Read the zone's row and the stored records of the batch, in one snapshot
-///    (``RecordRows/zoneAndRecords(_:ids:on:logger:)``); plan the batch against them
-///    (`CommitPlan`, the versions and retries every database checks).
-/// 2. Write the planned records (``RecordRows/write(_:over:key:writer:on:logger:)``): one
-///    statement that locks the zone's row and writes only if the zone's sequence is still
-///    the one read in step 1, so no commit can slip in between the read and the write.
-///    When one did, start again from step 1.
+/// The statement calls `magicmirror.commit_records` (see CommitSchema.swift), which takes the
+/// zone's commit lock and row (making the row for a zone never written), reads the stored
+/// records of the batch,
+/// decides every operation as ``CommitPlan`` does, and writes them as one change (its
+/// sequence number, the zone's `last_seq`, the asset holds it releases, the `NOTIFY`) or
+/// nothing. It answers the zone's row as it was and the stored records the outcome needs;
+/// the outcome is made here with ``CommitPlan`` from those records, so it is the one the
+/// server applied.
 ///
-/// A zone never written has no row yet: the first commit creates it (one more statement)
-/// before step 1.
-///
-/// A commit that deletes also asks, in step 1, whether a delete rule targets the zone's
-/// record type; when one does, the commit is a ``LinkedCommit`` instead (one transaction
-/// with every change the rules make).
+/// A commit that deletes a record of a type a delete rule targets is answered `rules`
+/// before anything is written, and becomes a ``LinkedCommit`` (one transaction with every
+/// change the rules make).
 struct ZoneCommit: Sendable {
     /// What a commit produced: its outcome, the zone's token before it, and the records it
     /// stored (to deliver to this process's subscribers).
@@ -39,67 +38,50 @@ struct ZoneCommit: Sendable {
         let changed: [StoredRecord]
     }
 
-    /// How many times a commit reads and plans again because other commits to its zone
-    /// went first, before it gives up with a transient error (the mirror retries).
-    static let maximumAttempts = 100
-
     let operations: [RecordOperation]
     let zone: ZoneID
     let key: ZoneKey
     let writer: String
-    let baseGeneration: Int
 
     func run(on connection: PostgresConnection, logger: Logger) async throws -> Result {
-        let ids = operations.map(\.recordID)
-        // Only a delete can set off a delete rule: other commits do not ask the server.
-        let deletes = operations.contains { $0.action == .delete }
-        var createdZone = false
-        for _ in 0..<Self.maximumAttempts {
-            guard let (row, stored, rulesApply) = try await RecordRows.zoneAndRecords(
-                key, ids: ids, checkingRules: deletes, on: connection, logger: logger)
-            else {
-                // No row: a zone never written (create it, once), or one the role may not see.
-                guard !createdZone else { throw denied() }
-                try await ZoneRow.create(key, generation: baseGeneration, on: connection, logger: logger)
-                createdZone = true
-                continue
-            }
-            if rulesApply {
-                return try await LinkedCommit(commit: self).run(on: connection, logger: logger)
-            }
-            switch CommitPlan(operations, writer: writer, stored: { stored[RecordKey($0)] }) {
-            case .refuse(let results):
-                return Result(outcome: CommitOutcome(results: results, token: row.token), previous: row.token, changed: [])
-            case .apply(let produced):
-                let changed = produced.compactMap { $0 }
-                var token = row.token
-                if !changed.isEmpty {
-                    switch try await RecordRows.write(
-                        changed, over: row, key: key, writer: writer, on: connection, logger: logger)
-                    {
-                    case .written(let sequence):
-                        token = ChangeToken(generation: row.generation, sequence: sequence)
-                    case .moved:
-                        continue // another commit, or a collection, went first: read again
-                    case .invalidReference(let id, let value):
-                        throw invalidAssetReference(id: id, value: value)
-                    case .missingAssets(let ids, let digests):
-                        throw missingAssets(ids: ids, digests: digests)
-                    }
-                }
-                var results: [CommitOutcome.Result] = []
-                for (index, record) in produced.enumerated() {
-                    // A retry (`nil`) returns the record it already stored.
-                    if let record = record ?? stored[RecordKey(operations[index].recordID)] {
-                        results.append(.applied(record))
-                    }
-                }
-                return Result(outcome: CommitOutcome(results: results, token: token), previous: row.token, changed: changed)
-            }
+        let answer = try await CommitRows.commit(operations, to: key, writer: writer, on: connection, logger: logger)
+        let previous = answer.zone.token
+        switch answer.status {
+        case .rules:
+            return try await LinkedCommit(commit: self).run(on: connection, logger: logger)
+        case .invalid(let id, let value):
+            throw invalidAssetReference(id: id, value: value)
+        case .missing(let ids, let digests):
+            throw missingAssets(ids: ids, digests: digests)
+        case .refused, .applied:
+            break
         }
+        let stored = answer.stored
+        let plan = CommitPlan(operations, writer: writer) { id in stored[RecordKey(id)] }
+        switch (plan, answer.status) {
+        case (.refuse(let results), .refused):
+            return Result(outcome: CommitOutcome(results: results, token: previous), previous: previous, changed: [])
+        case (.apply(let produced), .applied(let sequence)):
+            let changed = produced.compactMap { $0 }
+            guard changed.isEmpty == (sequence == nil) else { break }
+            let token = sequence.map { ChangeToken(generation: answer.zone.generation, sequence: $0) } ?? previous
+            var results: [CommitOutcome.Result] = []
+            results.reserveCapacity(operations.count)
+            for (index, record) in produced.enumerated() {
+                // A retry (`nil`) returns the record it already stored (the server sent it whole).
+                if let record = record ?? stored[RecordKey(operations[index].recordID)] {
+                    results.append(.applied(record))
+                }
+            }
+            return Result(outcome: CommitOutcome(results: results, token: token), previous: previous, changed: changed)
+        default:
+            break
+        }
+        // The server and CommitPlan decide from the same records by the same rules.
         throw MirrorError(
-            .unavailable,
-            "committing to \(zone): other commits to the zone went first \(Self.maximumAttempts) times in a row",
+            .corruptEntry,
+            "committing to \(zone): the server's commit and this package's plan of it differ (is the schema's "
+                + "magicmirror.commit_records another version's?)",
             recordType: zone.recordType, scope: zone.scope)
     }
 
@@ -125,9 +107,5 @@ struct ZoneCommit: Sendable {
             recordIDs: ids.sorted(), recordType: zone.recordType, scope: zone.scope)
         error.nothingStored = true
         return error
-    }
-
-    private func denied() -> MirrorError {
-        MirrorError(.permissionDenied, "role cannot write zone \(zone)", recordType: zone.recordType, scope: zone.scope)
     }
 }

@@ -115,64 +115,22 @@ enum RecordRows {
     ///
     /// Ids are compared by their UTF-8 bytes (`"e\u{301}"` and `"\u{e9}"` are two records),
     /// as the server's `"C"` collation does, not by Swift's canonical equivalence.
-    ///
-    /// With `checkingRules`, the same statement also says whether a delete rule of the zone's
-    /// scope space targets its record type (`rulesApply`); without, the server does not look.
     static func zoneAndRecords(
-        _ key: ZoneKey, ids: [String], checkingRules: Bool = false, on connection: PostgresConnection,
-        logger: Logger
-    ) async throws -> (row: ZoneRow, records: [RecordKey: StoredRecord], rulesApply: Bool)? {
-        // Without a rule check the statement is the plain read (a constant column): the
-        // server does not even parse the subquery.
-        let rules = checkingRules ? rulesApplyColumn : "false"
+        _ key: ZoneKey, ids: [String], on connection: PostgresConnection, logger: Logger
+    ) async throws -> (row: ZoneRow, records: [RecordKey: StoredRecord])? {
         let rows = try await connection.query(
             """
             SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns),
-                   \(unescaped: rules), z.notify_key
+                   z.notify_key
             FROM magicmirror.zones z
             LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id AND r.id = ANY(\(ids)::text[])
             WHERE z.scope = \(key.scope) AND z.owner = \(key.owner) AND z.record_type = \(key.recordType)
             """, logger: logger)
-        guard let (row, records, rulesApply) = try await zoneAndRecords(rows) else { return nil }
+        guard let (row, records) = try await zoneAndRecords(rows) else { return nil }
         var found: [RecordKey: StoredRecord] = [:]
         for record in records { found[RecordKey(record.id)] = record }
-        return (row, found, rulesApply)
+        return (row, found)
     }
-
-    /// The zone's row and its changes since `token`, in one statement (one snapshot): the
-    /// records changed after the token, tombstones included, when the token is usable
-    /// (``ZoneRow/canContinue(from:)``); every live record otherwise (`isComplete` then).
-    /// In the order of their last change. `nil` when the zone does not exist or the role
-    /// cannot see it.
-    static func changes(
-        _ key: ZoneKey, since token: ChangeToken?, on connection: PostgresConnection, logger: Logger
-    ) async throws -> (row: ZoneRow, records: [StoredRecord], isComplete: Bool)? {
-        // The server applies canContinue(from:) to the zone's row as it reads it (a zone
-        // without a commit yet has no record either way).
-        let generation = token?.generation ?? -1
-        let sequence = token?.sequence ?? -1
-        let rows = try await connection.query(
-            """
-            SELECT z.zone_id, z.generation, z.base_seq, z.last_seq, z.assets_epoch, \(unescaped: columns), false,
-                   z.notify_key
-            FROM magicmirror.zones z
-            LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id
-                AND CASE WHEN \(generation)::int8 = z.generation AND \(sequence)::int8 >= z.base_seq
-                              AND \(sequence)::int8 <= z.last_seq
-                         THEN r.seq > \(sequence)::int8 ELSE r.fields IS NOT NULL END
-            WHERE z.scope = \(key.scope) AND z.owner = \(key.owner) AND z.record_type = \(key.recordType)
-            ORDER BY r.seq, r.id
-            """, logger: logger)
-        guard let (row, records, _) = try await zoneAndRecords(rows) else { return nil }
-        return (row, records, !(token.map(row.canContinue(from:)) ?? false))
-    }
-
-    /// Whether a delete rule of the scope space of `magicmirror.zones AS z` targets its
-    /// record type (an index lookup in `delete_rules`).
-    private static let rulesApplyColumn = """
-        EXISTS (SELECT 1 FROM magicmirror.delete_rules d
-                WHERE d.scope = z.scope AND d.owner = z.owner AND d.target_type = z.record_type)
-        """
 
     /// What ``write(_:over:key:writer:on:logger:)`` did.
     enum WriteOutcome: Sendable {
@@ -191,7 +149,8 @@ enum RecordRows {
     /// parse them.
     private static let assetMarker = Data(#""$asset""#.utf8)
 
-    /// Stores `records` as one change, in one statement, if the zone is still as `row`
+    /// Stores `records` as one change of a ``LinkedCommit`` (which holds the zone's row; a
+    /// plain commit is ``CommitRows``), in one statement, if the zone is still as `row`
     /// shows it and every asset they refer to is stored in the zone: locks the zone's row,
     /// and when its generation, sequences and assets epoch are those of `row` (no other
     /// commit and no collection since `row` was read), draws the next number of the
@@ -283,19 +242,14 @@ enum RecordRows {
     }
 
     /// Reads the rows of a zone-and-records query: the zone's columns on every row, a
-    /// record's (or `NULL`s) after them, then whether delete rules apply and the zone's
-    /// notification key.
-    private static func zoneAndRecords(
-        _ rows: PostgresRowSequence
-    ) async throws -> (ZoneRow, [StoredRecord], rulesApply: Bool)? {
+    /// record's (or `NULL`s) after them, then the zone's notification key.
+    private static func zoneAndRecords(_ rows: PostgresRowSequence) async throws -> (ZoneRow, [StoredRecord])? {
         var zone: ZoneRow?
         var records: [StoredRecord] = []
-        var rulesApply = false
         for try await (zoneID, generation, base, last, epoch, id, version, fields, millis, counter, writer,
-                       createdMillis, createdCounter, rules, notifyKey) in rows.decode(
-            (Int, Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?, Bool, String).self
+                       createdMillis, createdCounter, notifyKey) in rows.decode(
+            (Int, Int, Int, Int, Int, String?, Int?, Data?, Int?, Int?, String?, Int?, Int?, String).self
         ) {
-            rulesApply = rules
             if zone == nil {
                 zone = ZoneRow(
                     zoneID: zoneID, generation: generation, baseSequence: base, lastSequence: last, assetsEpoch: epoch,
@@ -305,7 +259,7 @@ enum RecordRows {
                 records.append(record)
             }
         }
-        return zone.map { ($0, records, rulesApply) }
+        return zone.map { ($0, records) }
     }
 
     /// The record in a row's record columns; `nil` when they are `NULL` (no record joined).

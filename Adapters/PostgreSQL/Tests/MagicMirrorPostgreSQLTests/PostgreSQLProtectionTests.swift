@@ -69,10 +69,11 @@ struct PostgreSQLProtectionTests {
         }
     }
 
-    /// The SQLSTATE the server answered `sql` with; `nil` when it succeeded.
+    /// The SQLSTATE the server answered `sql` with; `nil` when it succeeded. (The rows are
+    /// read: an error raised while a `SELECT` runs comes after its first answer.)
     private static func refusal(_ sql: PostgresQuery, with client: PostgresClient) async -> String? {
         do {
-            try await client.query(sql, logger: TestServer.logger)
+            for try await _ in try await client.query(sql, logger: TestServer.logger) {}
             return nil
         } catch let error as PSQLError {
             return error.serverInfo?[.sqlState] ?? "no SQLSTATE"
@@ -472,6 +473,177 @@ struct PostgreSQLProtectionTests {
             // A role that exists is fine.
             try await asAlice.share(["secret"], in: alicesZone, with: try MirrorUser(name: roles.bob), access: .readOnly)
             #expect(try await asAlice.shares(in: alicesZone).map(\.recipient.name) == [roles.bob])
+        }
+    }
+
+    // MARK: - 8. The commit function (schema version 7) runs as its caller
+
+    /// A call of `magicmirror.commit_records` in SQL, as role `writer` would send it: one save
+    /// (or delete) of `id` based on `base`.
+    private static func commitCall(
+        scope: String, owner: String, type: String = "Item", _ id: String, base: Int, fields: String = #"{"v":"bob"}"#,
+        deleted: Bool = false, writer: String = "bob"
+    ) -> PostgresQuery {
+        """
+        SELECT count(*)::int8 FROM magicmirror.commit_records(\(scope), \(owner), \(type), \(writer),
+            ARRAY[\(id)]::text[], ARRAY[\(base)]::int8[], ARRAY[convert_to(\(fields), 'UTF8')]::bytea[],
+            ARRAY[\(deleted)]::boolean[], ARRAY[1]::int8[], ARRAY[0]::int8[])
+        """
+    }
+
+    /// Bob, with plain SQL, calls the commit function to write into alice's private zone
+    /// (existing or not), to write a record alice shares with him read-only or delete one she
+    /// shares read-write, to forge sequence numbers, to skip the change log, to turn the
+    /// triggers off around it, and to replace it; and a relay that switches to his role with
+    /// `SET LOCAL ROLE` calls it as him. The function is no `SECURITY DEFINER`: each of its
+    /// statements runs as `current_user`, so it refuses what the tables refuse.
+    @Test func theCommitFunctionGivesARoleNothingItCouldNotDoByHand() async throws {
+        try await withServer { name, opened, roles in
+            let asAlice = try await opened.open(TestServer.url(database: name, role: roles.alice))
+            let asCarol = try await opened.open(TestServer.url(database: name, role: roles.carol))
+            let alicesZone = ZoneID.private("Item", user: roles.alice)
+            try await asAlice.commit([Self.save("secret"), Self.save("ro"), Self.save("rw")], to: alicesZone)
+            try await asAlice.share(["ro"], in: alicesZone, with: try MirrorUser(name: roles.bob), access: .readOnly)
+            try await asAlice.share(["rw"], in: alicesZone, with: try MirrorUser(name: roles.bob), access: .readWrite)
+            try await asAlice.commit([Self.save("p1")], to: .public("Item"))
+            let before = try await asAlice.fetchAll(in: alicesZone).records.sorted { $0.id < $1.id }
+            let (events, heard) = AsyncStream.makeStream(of: RemoteNotification.self)
+            let subscription = try asCarol.subscribe(to: .public("Item")) { heard.yield($0) }
+            defer { subscription.cancel() }
+            let publicToken = try await asCarol.currentToken(in: .public("Item"))
+
+            // Carol, given nothing: alice's private zone, whether the record, or the zone,
+            // exists or not, gets the same refusal, and nothing is stored.
+            try await TestServer.withClient(database: name, role: roles.carol) { client in
+                for (type, id, base) in [("Item", "secret", 1), ("Item", "secret", 0), ("Item", "planted", 0),
+                                         ("Nothing", "x", 0)] {
+                    let answer = await Self.refusal(
+                        Self.commitCall(scope: "private", owner: roles.alice, type: type, id, base: base, writer: "carol"),
+                        with: client)
+                    #expect(answer == "42501", "\(type) \(id) \(base): \(answer ?? "accepted")")
+                }
+            }
+            try await TestServer.withClient(database: name, role: roles.bob) { client in
+                // Bob sees the zone (a record of it is shared with him), not its other records:
+                // writing one, existing or not, is refused alike; an edit of one based on a
+                // version he cannot have seen is a conflict with nothing, and stores nothing.
+                for id in ["secret", "planted"] {
+                    let answer = await Self.refusal(
+                        Self.commitCall(scope: "private", owner: roles.alice, id, base: 0), with: client)
+                    #expect(answer == "42501", "\(id): \(answer ?? "accepted")")
+                }
+                var statuses: [String] = []
+                for try await status in try await client.query(
+                    """
+                    SELECT o_status FROM magicmirror.commit_records('private', \(roles.alice), 'Item', 'bob',
+                        ARRAY['secret'], ARRAY[1]::int8[], ARRAY['\\x7b7d'::bytea], ARRAY[false], ARRAY[1]::int8[],
+                        ARRAY[0]::int8[])
+                    WHERE o_kind = 'zone'
+                    """, logger: TestServer.logger
+                ).decode(String.self) { statuses.append(status) }
+                #expect(statuses == ["refused"])
+                // A record shared read-only, and a delete of one shared read-write.
+                let readOnly = await Self.refusal(
+                    Self.commitCall(scope: "private", owner: roles.alice, "ro", base: 1), with: client)
+                #expect(readOnly == "42501", "ro: \(readOnly ?? "accepted")")
+                let deleted = await Self.refusal(
+                    Self.commitCall(scope: "private", owner: roles.alice, "rw", base: 1, deleted: true), with: client)
+                #expect(deleted == "42501", "deleting rw: \(deleted ?? "accepted")")
+                // Triggers cannot be turned off around it, nor the function replaced.
+                for sql: PostgresQuery in [
+                    "SET session_replication_role = replica",
+                    "ALTER TABLE magicmirror.records DISABLE TRIGGER USER",
+                    """
+                    CREATE OR REPLACE FUNCTION magicmirror.commit_records(
+                        p_scope text, p_owner text, p_record_type text, p_writer text, p_ids text[], p_bases int8[],
+                        p_fields bytea[], p_deleted boolean[], p_millis int8[], p_counters int8[])
+                    RETURNS SETOF record LANGUAGE sql AS 'SELECT NULL::record'
+                    """,
+                    // Sequence numbers are drawn, never set.
+                    "SELECT setval('magicmirror.change_seq', 1)",
+                ] {
+                    let answer = await Self.refusal(sql, with: client)
+                    #expect(answer == "42501", "\(sql.sql): \(answer ?? "accepted")")
+                }
+                // What the function does for a public record is a change like any: its own
+                // number, the zone's last sequence, a notification. Then, in the same session
+                // (which drew that number), stamping the change with an older number, or
+                // moving the zone's sequence back or ahead.
+                try await client.withConnection { connection in
+                    for try await _ in try await connection.query(
+                        Self.commitCall(scope: "public", owner: "", "p1", base: 1), logger: TestServer.logger) {}
+                    for sql: PostgresQuery in [
+                        "UPDATE magicmirror.records SET seq = 1 WHERE scope = 'public' AND id = 'p1'",
+                        "UPDATE magicmirror.zones SET last_seq = last_seq - 1 WHERE scope = 'public'",
+                        "UPDATE magicmirror.zones SET last_seq = last_seq + 1000 WHERE scope = 'public'",
+                    ] {
+                        do {
+                            try await connection.query(sql, logger: TestServer.logger)
+                            Issue.record("\(sql.sql): accepted")
+                        } catch let error as PSQLError {
+                            #expect(error.serverInfo?[.sqlState] == "42501", "\(sql.sql): \(error)")
+                        }
+                    }
+                }
+                // The read-write share is what it allows, as by hand.
+                for try await _ in try await client.query(
+                    Self.commitCall(scope: "private", owner: roles.alice, "rw", base: 1), logger: TestServer.logger) {}
+            }
+            try await events.waitUntil(timeout: .seconds(30), "bob's change of p1") { $0.recordIDs.contains("p1") }
+            let pulled = try await asCarol.changes(in: .public("Item"), since: publicToken)
+            #expect(pulled.records.map(\.id) == ["p1"])
+            #expect(pulled.records.first?.writer == "bob")
+            let (unsequenced, notLast) = try await TestServer.withAdmin(database: name) { client in
+                (try await TestServer.count(
+                    """
+                    SELECT count(*)::int8 FROM magicmirror.records r JOIN magicmirror.zones z USING (zone_id)
+                    WHERE r.seq > z.last_seq
+                    """, with: client),
+                 try await TestServer.count(
+                    """
+                    SELECT count(*)::int8 FROM magicmirror.zones z
+                    WHERE z.last_seq <> (SELECT max(r.seq) FROM magicmirror.records r WHERE r.zone_id = z.zone_id)
+                      AND z.scope = 'public'
+                    """, with: client))
+            }
+            #expect(unsequenced == 0)
+            #expect(notLast == 0)
+
+            // A relay that switches to bob's role (`SET LOCAL ROLE`) calls it as bob; as
+            // alice, it writes alice's zone.
+            try await TestServer.withAdmin(database: name) { client in
+                try await client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: TestServer.logger)
+                    try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL ROLE \(roles.bob)"), logger: TestServer.logger)
+                    do {
+                        for try await _ in try await connection.query(
+                            Self.commitCall(scope: "private", owner: roles.alice, "relayed", base: 0),
+                            logger: TestServer.logger) {}
+                        Issue.record("bob's relayed commit to alice's zone was accepted")
+                    } catch let error as PSQLError {
+                        #expect(error.serverInfo?[.sqlState] == "42501", "\(error)")
+                    }
+                    try await connection.query("ROLLBACK", logger: TestServer.logger)
+                    try await connection.query("BEGIN", logger: TestServer.logger)
+                    try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL ROLE \(roles.alice)"), logger: TestServer.logger)
+                    for try await _ in try await connection.query(
+                        Self.commitCall(scope: "private", owner: roles.alice, "relayed", base: 0, writer: "relay"),
+                        logger: TestServer.logger) {}
+                    try await connection.query("COMMIT", logger: TestServer.logger)
+                }
+                // It runs with its caller's rights.
+                #expect(try await TestServer.count(
+                    "SELECT count(*)::int8 FROM pg_proc WHERE proname = 'commit_records' AND NOT prosecdef",
+                    with: client) == 1)
+            }
+            let after = try await asAlice.fetchAll(in: alicesZone).records.sorted { $0.id < $1.id }
+            #expect(after.map(\.id) == ["relayed", "ro", "rw", "secret"])
+            #expect(after.first { $0.id == "relayed" }?.writer == "relay")
+            // Only the read-write record changed, as its share allows.
+            for record in before where record.id != "rw" {
+                #expect(after.first { $0.id == record.id } == record)
+            }
+            #expect(after.first { $0.id == "rw" }?.fields == Data(#"{"v":"bob"}"#.utf8))
         }
     }
 

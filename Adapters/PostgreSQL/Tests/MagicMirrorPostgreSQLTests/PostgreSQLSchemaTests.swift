@@ -44,7 +44,7 @@ struct PostgreSQLSchemaTests {
                 return found
             }
             #expect(version == PostgreSQLDatabase.schemaVersion)
-            #expect(PostgreSQLDatabase.schemaVersion == 6)
+            #expect(PostgreSQLDatabase.schemaVersion == 7)
             let old = try #require(try await database.fetch(["old"], in: zone).first)
             let clock = HLCTimestamp(millis: 1000, counter: 7)
             #expect(old.created == clock)
@@ -96,7 +96,7 @@ struct PostgreSQLSchemaTests {
                     (try await TestServer.count("SELECT schema_version::int8 FROM magicmirror.meta", with: client),
                      try await TestServer.count("SELECT count(DISTINCT notify_key)::int8 FROM magicmirror.zones", with: client))
                 }
-                #expect(version == 6)
+                #expect(version == PostgreSQLDatabase.schemaVersion)
                 #expect(keys == 2)
                 let asAlice = try await opened.open(TestServer.url(database: name, role: alice))
                 let alicesZone = ZoneID.private("Item", user: alice)
@@ -112,6 +112,68 @@ struct PostgreSQLSchemaTests {
                 try await stream.waitUntil(timeout: .seconds(30), "the edit") { $0.recordIDs.contains("secret") }
                 #expect(try await asAlice.fetch(["secret"], in: alicesZone).first?.version == 2)
             }
+        }
+    }
+
+    /// A version-6 database (commits in two statements, zones read whole), with records and
+    /// a commit made the version-6 way: the migration adds the commit function and the index
+    /// of pages, and the zone's history carries on (a token from before reads the changes
+    /// since).
+    @Test func aVersionSixDatabaseIsMigratedAndCarriesOn() async throws {
+        try await TestServer.withDatabase { name, opened in
+            _ = try await TestServer.withAdmin(database: name) { client in
+                try await client.withTransaction(logger: TestServer.logger) { connection in
+                    for step in PostgreSQLSchema.migrations[..<6] {
+                        for statement in step { try await connection.query(statement, logger: TestServer.logger) }
+                    }
+                    try await connection.query("UPDATE magicmirror.meta SET schema_version = 6", logger: TestServer.logger)
+                    try await connection.query(
+                        "INSERT INTO magicmirror.zones (scope, owner, record_type, generation) VALUES ('public', '', 'Todo', 0)",
+                        logger: TestServer.logger)
+                    // A commit as version 6 wrote it: a drawn number, the zone's sequence, the rows.
+                    try await connection.query(
+                        """
+                        WITH drawn AS (SELECT nextval('magicmirror.change_seq') AS seq),
+                             zone AS (UPDATE magicmirror.zones SET last_seq = (SELECT seq FROM drawn)
+                                      WHERE record_type = 'Todo' RETURNING zone_id)
+                        INSERT INTO magicmirror.records
+                            (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq,
+                             created_millis, created_counter)
+                        SELECT zone_id, 'public', '', id, 1, convert_to('{"v":1}', 'UTF8'), 1000, 0, 'v6',
+                               (SELECT seq FROM drawn), 1000, 0
+                        FROM zone, unnest(ARRAY['a', 'b']) AS id
+                        """, logger: TestServer.logger)
+                }
+            }
+            let version6Token = try await TestServer.withAdmin(database: name) { client in
+                ChangeToken(
+                    generation: try await TestServer.count("SELECT generation FROM magicmirror.zones", with: client),
+                    sequence: try await TestServer.count("SELECT last_seq FROM magicmirror.zones", with: client))
+            }
+            let database = try await opened.open(TestServer.url(database: name))
+            let (version, functions, indexes) = try await TestServer.withAdmin(database: name) { client in
+                (try await TestServer.count("SELECT schema_version::int8 FROM magicmirror.meta", with: client),
+                 try await TestServer.count(
+                    "SELECT count(*)::int8 FROM pg_proc WHERE proname = 'commit_records' AND NOT prosecdef", with: client),
+                 try await TestServer.count(
+                    """
+                    SELECT count(*)::int8 FROM pg_indexes WHERE schemaname = 'magicmirror'
+                    AND indexname IN ('records_by_seq_id', 'records_by_seq')
+                    """, with: client))
+            }
+            #expect(version == 7)
+            #expect(functions == 1)
+            #expect(indexes == 1)
+            #expect(try await database.currentToken(in: zone) == version6Token)
+            #expect(try await database.fetchAll(in: zone).records.map(\.id) == ["a", "b"])
+            let edit = RecordOperation.save("a", fields: Data(#"{"v":2}"#.utf8), baseVersion: 1, timestamp: .testNow())
+            #expect(try await database.commit([edit], to: zone).isApplied)
+            let stale = RecordOperation.save("b", fields: Data(#"{"v":2}"#.utf8), baseVersion: 0, timestamp: .testNow())
+            #expect(try await database.commit([stale], to: zone).results.first == .conflict(
+                current: try await database.fetch(["b"], in: zone).first))
+            let since = try await database.changes(in: zone, since: version6Token)
+            #expect(!since.isComplete)
+            #expect(since.records.map(\.id) == ["a"])
         }
     }
 }
