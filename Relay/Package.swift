@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "mirror-relay", targets: ["mirror-relay"]),
+        .executable(name: "mirror-todo-relay", targets: ["mirror-todo-relay"]),
         .library(name: "MirrorRelayServer", targets: ["MirrorRelayServer"]),
     ],
     dependencies: [
@@ -45,12 +46,23 @@ let package = Package(
             name: "mirror-relay",
             dependencies: ["MirrorRelayServer"]
         ),
+        // The example's console through a relay: mirror-todo's list for many users.
+        .executableTarget(
+            name: "mirror-todo-relay",
+            dependencies: [
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MagicMirrorRelay", package: "MagicMirror"),
+                .product(name: "TodoConsoleKit", package: "MagicMirror"),
+            ],
+            path: "Examples/TodoRelay"
+        ),
         // Against real relay processes and a throwaway server: run by Scripts/test-all.sh.
         .testTarget(
             name: "MirrorRelayTests",
             dependencies: [
                 "MirrorRelayServer",
                 "mirror-relay",
+                "mirror-todo-relay",
                 .product(name: "MagicMirror", package: "MagicMirror"),
                 .product(name: "MagicMirrorRelay", package: "MagicMirror"),
                 .product(name: "MirrorTesting", package: "MagicMirror"),

@@ -30,6 +30,7 @@ public struct RelayConfiguration: Sendable {
 
         USAGE: mirror-relay [options]
                mirror-relay setup --admin-url URL --relay-role ROLE
+               mirror-relay token --subject USER [--lifetime SECONDS]
 
         OPTIONS (each also read from the environment variable named):
           --database-url URL       the relay's own role, never a superuser      MIRROR_RELAY_DATABASE_URL
@@ -45,6 +46,9 @@ public struct RelayConfiguration: Sendable {
           installs the magicmirror schema, the relay's own schema (magicmirror_relay), and the
           relay role ROLE (LOGIN, NOINHERIT, no superuser, no BYPASSRLS), which may then only
           act for the user roles the relay provisions itself.
+
+        token prints an HS256 token for USER, signed with the secret above (for development
+          and scripts; see mirror-relay token --help).
 
         GET /health answers 200 while the relay can reach the server.
         """

@@ -91,18 +91,27 @@ struct RelayTokens: Sendable {
             throw RelayFailure.unauthorized("the token is not for this relay (its audience is not \(audience))")
         }
         let subject = claims.sub.value
-        guard subject.utf8.count <= Self.maximumSubjectLength else {
-            throw RelayFailure.unauthorized("the token's subject is longer than \(Self.maximumSubjectLength) bytes")
+        if let problem = Self.problem(withSubject: subject) {
+            throw RelayFailure.unauthorized("the token's subject \(problem)")
+        }
+        return subject
+    }
+
+    /// Why `subject` cannot be a user the relay acts for (a PostgreSQL role of that name),
+    /// or `nil` when it can.
+    static func problem(withSubject subject: String) -> String? {
+        guard subject.utf8.count <= maximumSubjectLength else {
+            return "is longer than \(maximumSubjectLength) bytes"
         }
         do {
             _ = try MirrorUser(name: subject)
         } catch {
-            throw RelayFailure.unauthorized("the token's subject cannot be a user name: \(error.message)")
+            return "cannot be a user name: \(error.message)"
         }
         guard !subject.hasPrefix("pg_"), subject.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
-            throw RelayFailure.unauthorized("the token's subject cannot be a user name")
+            return "cannot be a user name"
         }
-        return subject
+        return nil
     }
 
     /// A token's header (its first part, base64url JSON), or `nil` when it is none.
