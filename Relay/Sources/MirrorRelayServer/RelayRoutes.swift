@@ -39,6 +39,12 @@ struct RelayRoutes: Sendable {
                 guard (1...Self.maximumPageSize).contains(body.limit) else {
                     throw RelayFailure.badRequest("a page's limit is 1 to \(Self.maximumPageSize)")
                 }
+                if body.zone.scope != .shared {
+                    // One keyset page of the zone's live records (never the whole zone per page).
+                    let page = try await database.livePage(in: body.zone, after: body.after, limit: body.limit)
+                    return json(RelayWire.Page(records: page.records.map(RelayWire.Record.init), token: page.token, next: page.next))
+                }
+                // A shared zone (the records other users share with this one) is read whole.
                 let all = try await database.fetchAll(in: body.zone)
                 let sorted = all.records.sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
                 let after = body.after.map { after in sorted.firstIndex { after.utf8.lexicographicallyPrecedes($0.id.utf8) } ?? sorted.endIndex } ?? 0
