@@ -17,6 +17,9 @@ struct RelayRoutes: Sendable {
     static let maximumRequestBytes = 1024 * 1024
     /// The most records a page of `/v1/records` carries.
     static let maximumPageSize = 5_000
+    /// How far ahead of the relay's clock, in milliseconds, an operation's timestamp may be:
+    /// five minutes, as far as MagicMirror's clocks adopt a reading made elsewhere.
+    static let maximumTimestampLead: Int64 = 5 * 60 * 1000
 
     let tokens: RelayTokens
     let users: RelayUsers
@@ -98,6 +101,17 @@ struct RelayRoutes: Sendable {
         }
         guard (1...255).contains(body.writerID.utf8.count), body.writerID.unicodeScalars.allSatisfy({ $0.value >= 0x20 }) else {
             throw RelayFailure.badRequest("a commit's writerID is 1 to 255 bytes without control characters")
+        }
+        // A timestamp far ahead of every clock would win every merge of its fields for as long
+        // as it is ahead: refused, as MagicMirror's clocks refuse to adopt such a reading.
+        let latest = Int64(Date().timeIntervalSince1970 * 1000) + Self.maximumTimestampLead
+        let ahead = body.operations.filter { $0.timestamp.millis > latest }.map(\.id)
+        guard ahead.isEmpty else {
+            throw RelayFailure(MirrorError(
+                .invalidRecord,
+                "the timestamp of \(ahead.count) operation\(ahead.count == 1 ? "" : "s") is more than "
+                    + "\(Self.maximumTimestampLead / 60_000) minutes ahead of the relay's clock; check this device's clock",
+                recordIDs: Array(ahead.prefix(100))))
         }
         let database = try await users.database(for: subject)
         let operations = body.operations.map(\.operation)
