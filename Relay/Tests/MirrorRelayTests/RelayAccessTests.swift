@@ -29,6 +29,9 @@ struct RelayAccessTests {
                 try await bob.commit([Self.save("planted", 2)], to: alicesZone)
             }
             #expect(error.kind == .permissionDenied)
+            // The message names bob and alice's zone, never the relay's own role.
+            #expect(error.message.contains("\(bobName) may not write zone"), "\(error.message)")
+            #expect(!error.message.contains(RelayTestServer.relayRole), "\(error.message)")
             let overwrite = try await #require(throws: MirrorError.self) {
                 try await bob.commit([Self.save("secret", 3, base: 1)], to: alicesZone)
             }

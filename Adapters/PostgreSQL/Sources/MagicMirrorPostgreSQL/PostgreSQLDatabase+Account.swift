@@ -85,10 +85,18 @@ extension PostgreSQLDatabase {
 
     /// `error`, with what to do when it is the refusal of another user's private zone.
     func explainingOtherUsersZone(_ error: MirrorError, _ zone: ZoneID) -> MirrorError {
+        // A relay's request: the user is the one it acts for, and the relay's own role is
+        // none of the client's business.
+        let role = PostgreSQLActingUser.current?.role ?? role
         guard error.kind == .permissionDenied, zone.scope == .private, let user = zone.user, user != role else {
             return error
         }
         var explained = error
+        if PostgreSQLActingUser.current != nil {
+            explained.message = "\(role) may not write zone \(zone): it is user \(user)'s private zone, and a private "
+                + "zone is its own user's only"
+            return explained
+        }
         explained.message += ". The zone belongs to user \(user), but this database connects as role \(role), "
             + "and a private zone is its own role's only: open private mirrors without a user (they are then "
             + "the connected role's) or for user \(role), or connect as \(user)"
