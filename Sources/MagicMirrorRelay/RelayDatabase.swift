@@ -17,13 +17,27 @@ import MagicMirror
 /// commit carries an idempotency key: sent again after a lost answer, it is applied once.
 /// Subscriptions share one long poll (`/v1/watch`); a notification is only a hint.
 ///
-/// > Important: The user is the token's subject: a zone's user must be that subject (the
-/// > relay refuses another user's private or shared zone).
+/// The user is the tokens' subject, named again as `user` when the database is opened: a
+/// private or shared mirror opened without a user is that user's (``connectedUser``), and
+/// the relay refuses any other user's private or shared zone.
+///
+/// ```swift
+/// let relay = RelayDatabase(url: relayURL, user: user) {
+///     try await signIn.currentToken()  // a JWT for `user`, from the app's sign-in service
+/// }
+/// let database = ReplicatedDatabase(local: try JSONFileDatabase(directory: replicaDirectory), remote: relay)
+/// let todos = try await Mirror<Todo>(database: database, scope: .private)
+/// ```
 public final class RelayDatabase: RecordDatabase {
     /// `relay:` and the relay's URL: the same for every instance that talks to that relay.
     public let identifier: String
     /// A new id for each instance.
     public let writerID: String
+    /// The user the tokens name: private and shared mirrors opened without a user are this
+    /// user's.
+    public let user: MirrorUser
+    /// ``user``: the only user the relay acts for with these tokens.
+    public var connectedUser: MirrorUser? { user }
 
     private let transport: RelayTransport
     private let watch: RelayWatch
@@ -37,12 +51,15 @@ public final class RelayDatabase: RecordDatabase {
     ///
     /// - Parameters:
     ///   - url: The relay's base URL, for example `https://relay.example.com`.
+    ///   - user: The user the tokens name (their subject).
     ///   - session: The URL session requests go through.
-    ///   - tokenProvider: Returns a token for the user (a JWT the relay accepts); called
-    ///     for the first request and again when the relay says the token expired.
+    ///   - tokenProvider: Returns a token for `user` (a JWT the relay accepts); called for
+    ///     the first request and again when the relay says the token expired.
     public init(
-        url: URL, session: URLSession = .shared, tokenProvider: @escaping @Sendable () async throws -> String
+        url: URL, user: MirrorUser, session: URLSession = .shared,
+        tokenProvider: @escaping @Sendable () async throws -> String
     ) {
+        self.user = user
         identifier = "relay:" + url.absoluteString
         writerID = "relay-" + UUID().uuidString.lowercased()
         transport = RelayTransport(baseURL: url, session: session, tokenProvider: tokenProvider)

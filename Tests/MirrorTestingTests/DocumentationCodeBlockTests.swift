@@ -8,7 +8,7 @@ import Testing
 
 /// Every Swift code block of the README and of every DocC article is compiled, and run
 /// where it can run, by the package's tests: it appears exactly as printed in a Swift file
-/// of `Tests/`, `Examples/` or an adapter's `Tests/` (the articles' own tests say which),
+/// of `Tests/`, `Examples/`, an adapter's or the relay's `Tests/` (the articles' own tests say which),
 /// or it says that it is a fragment on its first line, `// Fragment: …`, which readers see.
 ///
 /// The README's Quick start commands are run by `.ci/run` (checked below); its other shell
@@ -52,7 +52,8 @@ import Testing
     /// Every Swift file the tests compile: the tests, the examples, the adapters' tests.
     static var compiledSources: [String] {
         (files(under: "Tests", endingIn: ".swift") + files(under: "Examples", endingIn: ".swift")
-            + files(under: "Adapters", endingIn: ".swift").filter { $0.contains("/Tests/") })
+            + files(under: "Adapters", endingIn: ".swift").filter { $0.contains("/Tests/") }
+            + files(under: "Relay", endingIn: ".swift").filter { $0.contains("/Tests/") })
     }
 
     private static func read(_ path: String) throws -> String {

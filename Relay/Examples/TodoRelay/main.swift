@@ -50,9 +50,10 @@ let relay = TodoStorage(
     guard let user = subject(ofToken: token) else {
         throw MirrorError(.permissionDenied, "MAGICMIRROR_RELAY_TOKEN is not a token (header.payload.signature, with a sub)")
     }
-    let database = RelayDatabase(url: url) { token }
     // The private list belongs to the token's subject: the only user the relay acts for.
-    return TodoStorage.Opened(database: database, location: text, privateUser: try MirrorUser(name: user))
+    let owner = try MirrorUser(name: user)
+    let database = RelayDatabase(url: url, user: owner) { token }
+    return TodoStorage.Opened(database: database, location: text, privateUser: owner)
 }
 
 await TodoConsole.main(program: "mirror-todo-relay", storage: relay)

@@ -17,7 +17,7 @@ struct RelayClientTests {
         try await RunningRelay.with { relay in
             let subject = RelayTestServer.uniqueName("user")
             let calls = Mutex(0)
-            let database = RelayDatabase(url: relay.url) {
+            let database = RelayDatabase(url: relay.url, user: try MirrorUser(name: subject)) {
                 let call = calls.withLock { calls in
                     calls += 1
                     return calls
@@ -36,7 +36,7 @@ struct RelayClientTests {
     @Test func aTokenThatKeepsExpiringIsAnError() async throws {
         try await RunningRelay.with { relay in
             let subject = RelayTestServer.uniqueName("user")
-            let database = RelayDatabase(url: relay.url) { try await RelayTestServer.token(subject, expiresIn: -60) }
+            let database = RelayDatabase(url: relay.url, user: try MirrorUser(name: subject)) { try await RelayTestServer.token(subject, expiresIn: -60) }
             let error = try await #require(throws: MirrorError.self) {
                 try await database.commit([Self.save("a", 1)], to: .public("Todo"))
             }
@@ -81,7 +81,7 @@ struct RelayClientTests {
                 sub: .init(value: subject), exp: .init(value: Date().addingTimeInterval(3600)),
                 aud: .init(value: [RelayTestServer.audience]))
             let token = try await keys.sign(claims, kid: "k1")
-            let database = RelayDatabase(url: relay.url) { token }
+            let database = RelayDatabase(url: relay.url, user: try MirrorUser(name: subject)) { token }
             #expect(try await database.commit([Self.save("a", 1)], to: .public("Todo")).isApplied)
             // The same claims signed with another ES256 key under the same id are refused.
             let other = JWTKeyCollection()

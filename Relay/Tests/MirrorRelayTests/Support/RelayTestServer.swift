@@ -121,7 +121,8 @@ final class RunningRelay: Sendable {
 
     /// A client database for `subject`, with a fresh token each time one is asked for.
     func client(_ subject: String) -> RelayDatabase {
-        RelayDatabase(url: url) { try await RelayTestServer.token(subject) }
+        // A subject the tests choose is a valid user name; an invalid one is the test's bug.
+        RelayDatabase(url: url, user: try! MirrorUser(name: subject)) { try await RelayTestServer.token(subject) }
     }
 
     /// Sends a raw request; returns the status and the body.
