@@ -60,6 +60,24 @@ struct RelayFaultTests {
         }
     }
 
+    @Test func aCommitWhoseAnswerABalancerLostIsSentAgainWithItsKeyAndAppliedOnce() async throws {
+        try await RunningRelay.with { relay in
+            let gateway = try LossyGateway(relay: relay.url)
+            defer { gateway.stop() }
+            let subject = RelayTestServer.uniqueName("user")
+            let zone = ZoneID.private("Todo", user: subject)
+            let client = RunningRelay.client(subject, at: gateway.url)
+            // The relay stores the commit and the gateway answers 502: the client sends it again.
+            let outcome = try await client.commit([Self.save("milk", 1)], to: zone)
+            #expect(outcome.isApplied)
+            let keys = gateway.commitKeys
+            #expect(keys.count == 2 && Set(keys).count == 1, "\(keys)")
+            // The second was answered from the key the first recorded: nothing stored twice.
+            #expect(try await relay.admin("SELECT count(*)::text FROM magicmirror_relay.commits") == ["1"])
+            #expect(try await relay.admin(Self.storedRecords) == ["milk:1"])
+        }
+    }
+
     @Test func aServerKilledUnderARelayLosesNoAcknowledgedCommit() async throws {
         try await RelayCluster.with { cluster in
             let relay = try await RunningRelay.start(server: cluster.adminURL)
