@@ -2,7 +2,8 @@
 # Every test of the project, in one command: the root package's tests, the AES-GCM cipher's
 # (Adapters/Encryption), then the PostgreSQL adapter's tests and the relay's (Relay/), each
 # against a throwaway server that Adapters/PostgreSQL/Scripts/with-postgres.sh starts
-# (installing PostgreSQL first if it is missing) and removes afterwards.
+# (installing PostgreSQL first if it is missing) and removes afterwards; the relay's also
+# run haproxy (installed first if it is missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each JSON-file database a process watches natively holds one inotify instance, and the
@@ -30,5 +31,7 @@ swift test --disable-xctest "$@"
 # The AES-GCM cipher's package (swift-crypto): its own tests, then PostgreSQL's.
 swift test --disable-xctest --package-path Adapters/Encryption "$@"
 Adapters/PostgreSQL/Scripts/with-postgres.sh swift test --disable-xctest --package-path Adapters/PostgreSQL "$@"
-# The relay's tests start mirror-relay processes on fresh databases of their own server.
+# The relay's tests start mirror-relay processes on fresh databases of their own server,
+# and haproxy in front of two of them (installed here from Debian's packages when missing).
+Relay/Scripts/haproxy.sh >/dev/null
 Adapters/PostgreSQL/Scripts/with-postgres.sh swift test --disable-xctest --package-path Relay "$@"

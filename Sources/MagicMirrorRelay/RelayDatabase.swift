@@ -44,7 +44,9 @@ public final class RelayDatabase: RecordDatabase {
     /// How many records a page of ``fetchAll(in:)`` asks for.
     static let pageSize = 500
     /// How many times a commit is sent again, with the same key, after the relay could not
-    /// be reached.
+    /// be reached (the connection failed, or a balancer answered for it: a relay behind
+    /// one that died after storing the commit is answered 502, and the commit sent again
+    /// reaches another relay, which finds the key and stores nothing).
     static let commitRetries = 2
 
     /// Opens a database served by the relay at `url`; nothing is sent until it is used.
@@ -90,8 +92,7 @@ public final class RelayDatabase: RecordDatabase {
                 let outcome = CommitOutcome(results: results, token: answer.token)
                 watch.deliverOwn(outcome, in: zone, writer: writerID)
                 return outcome
-            } catch let error as MirrorError where error.kind == .unavailable && error.underlying is URLError
-                && attempt < Self.commitRetries {
+            } catch let error as MirrorError where RelayTransport.couldNotReach(error) && attempt < Self.commitRetries {
                 attempt += 1
             }
         }

@@ -26,7 +26,8 @@ final class RelayTransport: Sendable {
     ///   - headers: More headers (`Idempotency-Key`).
     ///   - timeout: How long to wait for the answer.
     /// - Throws: A ``MirrorError``: the relay's error, `unavailable` when the relay cannot be
-    ///   reached or answers something that is not the protocol.
+    ///   reached (the connection fails, or a balancer in front of it answers 502, 503 or
+    ///   504) or answers something that is not the protocol.
     func post<Body: Encodable, Answer: Decodable>(
         _ path: String, _ body: Body, headers: [String: String] = [:], timeout: TimeInterval = 60,
         as: Answer.Type = Answer.self
@@ -63,12 +64,36 @@ final class RelayTransport: Sendable {
                 }
             }
             let detail = (try? JSONDecoder().decode(RelayWire.ErrorBody.self, from: answer))?.error
+            if detail == nil, Self.gatewayStatuses.contains(status) {
+                // Not the relay's answer but a balancer's in front of it: the relay died or
+                // could not be reached, perhaps after storing a commit.
+                throw MirrorError(
+                    .unavailable,
+                    "the relay behind \(baseURL.absoluteString) cannot be reached: a gateway answered \(path) with HTTP \(status)",
+                    underlying: GatewayFailure(status: status))
+            }
             if status == 401, detail?.code == "tokenExpired", !refreshed {
                 refreshed = true
                 continue
             }
             throw Self.mirrorError(status: status, detail, path: path)
         }
+    }
+
+    /// The statuses a balancer or proxy answers with when the relay behind it died, refused
+    /// the connection or did not answer in time (the relay's own errors carry its JSON body).
+    static let gatewayStatuses: Set = [502, 503, 504]
+
+    /// A gateway's answer (`502`, `503`, `504` without the relay's JSON error): the relay
+    /// could not be reached, as when the connection to it fails.
+    struct GatewayFailure: Error {
+        let status: Int
+    }
+
+    /// Whether `error` says the relay could not be reached (a request may or may not have
+    /// been served): the connection failed, or a gateway answered for the relay.
+    static func couldNotReach(_ error: MirrorError) -> Bool {
+        error.kind == .unavailable && (error.underlying is URLError || error.underlying is GatewayFailure)
     }
 
     /// Sends `request` through the completion-handler API: FoundationNetworking's

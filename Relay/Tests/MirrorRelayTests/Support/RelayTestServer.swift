@@ -28,19 +28,21 @@ enum RelayTestServer {
     static let audience = "magicmirror-tests"
     static let logger = Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    /// The URL of database `name`, as `role`.
-    static func url(database name: String, role: String? = nil) -> String {
-        var components = URLComponents(string: adminURL ?? "postgres://localhost/postgres")!
+    /// The URL of database `name` of `server` (an administrator's URL; the shared server
+    /// unless given), as `role`.
+    static func url(database name: String, role: String? = nil, server: String? = nil) -> String {
+        var components = URLComponents(string: server ?? adminURL ?? "postgres://localhost/postgres")!
         components.path = "/" + name
         if let role { components.user = role }
         components.queryItems = [URLQueryItem(name: "sslmode", value: "disable")]
         return components.string!
     }
 
-    /// Runs `statement` as the superuser on database `name` and returns the first column of
-    /// each row, as text.
-    static func admin(_ statement: String, database name: String = "postgres") async throws -> [String] {
-        let configuration = try PostgresClient.Configuration(magicMirrorURL: url(database: name), environment: [:])
+    /// Runs `statement` as the superuser on database `name` (of `server`, the shared server
+    /// unless given) and returns the first column of each row, as text.
+    static func admin(_ statement: String, database name: String = "postgres", server: String? = nil) async throws -> [String] {
+        let configuration = try PostgresClient.Configuration(
+            magicMirrorURL: url(database: name, server: server), environment: [:])
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         let run = Task { await client.run() }
         defer { run.cancel() }
@@ -81,24 +83,40 @@ final class RunningRelay: Sendable {
     let process: Subprocess
     let url: URL
     let database: String
+    /// The administrator's URL of the server the relay's database is on, or `nil` for the
+    /// shared server of `with-postgres.sh`.
+    let server: String?
 
-    private init(process: Subprocess, url: URL, database: String) {
-        (self.process, self.url, self.database) = (process, url, database)
+    private init(process: Subprocess, url: URL, database: String, server: String?) {
+        (self.process, self.url, self.database, self.server) = (process, url, database, server)
     }
+
+    /// The relay's port.
+    var port: Int { url.port ?? 0 }
 
     /// Makes a database, sets it up, and starts a relay on it; or starts another relay on
     /// the database of `sharing`.
-    static func start(extraArguments: [String] = [], sharing: RunningRelay? = nil) async throws -> RunningRelay {
+    ///
+    /// - Parameters:
+    ///   - port: The port to listen on (0: any free port), for a relay started again where
+    ///     one was killed.
+    ///   - server: The administrator's URL of another server than the shared one (a
+    ///     cluster the test kills).
+    static func start(
+        extraArguments: [String] = [], sharing: RunningRelay? = nil, port: Int = 0, server: String? = nil
+    ) async throws -> RunningRelay {
         let database = sharing?.database ?? RelayTestServer.uniqueName("relay")
+        let server = sharing?.server ?? server
         let executable = BuiltProducts.executable("mirror-relay")
         if sharing == nil {
-            _ = try await RelayTestServer.admin("CREATE DATABASE \(database)")
+            _ = try await RelayTestServer.admin("CREATE DATABASE \(database)", server: server)
             // One setup at a time: each alters the cluster's one relay role, and PostgreSQL
             // refuses two concurrent updates of a role ("tuple concurrently updated").
             let setup = try await SetupGate.shared.run {
                 try await Subprocess.run(
                     executable,
-                    ["setup", "--admin-url", RelayTestServer.url(database: database), "--relay-role", RelayTestServer.relayRole])
+                    ["setup", "--admin-url", RelayTestServer.url(database: database, server: server),
+                     "--relay-role", RelayTestServer.relayRole])
             }
             guard setup.termination == .exited(0) else {
                 throw SubprocessError("mirror-relay setup failed: \(setup.standardError)")
@@ -107,22 +125,34 @@ final class RunningRelay: Sendable {
         let process = try Subprocess(
             executable,
             [
-                "--database-url", RelayTestServer.url(database: database, role: RelayTestServer.relayRole),
-                "--listen", "127.0.0.1:0", "--audience", RelayTestServer.audience, "--connections", "3",
+                "--database-url", RelayTestServer.url(database: database, role: RelayTestServer.relayRole, server: server),
+                "--listen", "127.0.0.1:\(port)", "--audience", RelayTestServer.audience, "--connections", "3",
             ] + extraArguments,
             environment: ["MIRROR_RELAY_HS256_SECRET": RelayTestServer.secret, "MIRROR_RELAY_LOG_LEVEL": "warning"])
         let line = try await process.nextLine(timeout: .seconds(60))
-        guard let port = line.split(separator: ":").last.flatMap({ Int($0) }) else {
+        guard let listening = line.split(separator: ":").last.flatMap({ Int($0) }) else {
             process.kill()
             throw SubprocessError("mirror-relay said \(line)")
         }
-        return RunningRelay(process: process, url: URL(string: "http://127.0.0.1:\(port)")!, database: database)
+        return RunningRelay(
+            process: process, url: URL(string: "http://127.0.0.1:\(listening)")!, database: database, server: server)
     }
 
     /// A client database for `subject`, with a fresh token each time one is asked for.
     func client(_ subject: String) -> RelayDatabase {
+        Self.client(subject, at: url)
+    }
+
+    /// A client database for `subject` of the relay (or balancer) at `url`.
+    static func client(_ subject: String, at url: URL) -> RelayDatabase {
         // A subject the tests choose is a valid user name; an invalid one is the test's bug.
         RelayDatabase(url: url, user: try! MirrorUser(name: subject)) { try await RelayTestServer.token(subject) }
+    }
+
+    /// Runs `statement` as the superuser on the relay's database; the first column of each
+    /// row, as text.
+    func admin(_ statement: String) async throws -> [String] {
+        try await RelayTestServer.admin(statement, database: database, server: server)
     }
 
     /// Sends a raw request; returns the status and the body.
@@ -143,7 +173,9 @@ final class RunningRelay: Sendable {
         process.kill(SIGTERM)
         _ = try? await process.wait(timeout: .seconds(30))
         if process.termination == nil { process.kill() }
-        if !keepingDatabase { _ = try? await RelayTestServer.admin("DROP DATABASE IF EXISTS \(database) WITH (FORCE)") }
+        if !keepingDatabase {
+            _ = try? await RelayTestServer.admin("DROP DATABASE IF EXISTS \(database) WITH (FORCE)", server: server)
+        }
     }
 
     /// Runs `body` with a relay that is stopped afterwards, whatever happens.
