@@ -8,13 +8,20 @@ import Darwin
 /// A free TCP port of 127.0.0.1 (bound, read, released), for a server that must be told its
 /// port before it starts.
 public func freeLoopbackPort() throws -> Int {
+    let (descriptor, port) = try socketOnFreeLoopbackPort()
+    close(descriptor)
+    return port
+}
+
+/// A TCP socket bound to a free port of 127.0.0.1 (not listening), and the port: a port
+/// that stays taken while the socket is open. The caller closes it.
+public func socketOnFreeLoopbackPort() throws -> (descriptor: Int32, port: Int) {
     #if canImport(Glibc)
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     #else
     let descriptor = socket(AF_INET, SOCK_STREAM, 0)
     #endif
     guard descriptor >= 0 else { throw SubprocessError("socket failed: \(String(cString: strerror(errno)))") }
-    defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -25,6 +32,10 @@ public func freeLoopbackPort() throws -> Int {
             bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
         }
     }
-    guard bound else { throw SubprocessError("could not find a free port: \(String(cString: strerror(errno)))") }
-    return Int(UInt16(bigEndian: address.sin_port))
+    guard bound else {
+        let reason = String(cString: strerror(errno))
+        close(descriptor)
+        throw SubprocessError("could not find a free port: \(reason)")
+    }
+    return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
 }

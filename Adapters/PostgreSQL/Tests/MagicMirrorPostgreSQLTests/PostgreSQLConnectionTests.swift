@@ -2,6 +2,7 @@ import Foundation
 import Logging
 @testable import MagicMirrorPostgreSQL
 import MagicMirror
+import MirrorTestSupport
 import MirrorTesting
 import PostgresNIO
 import Testing
@@ -120,7 +121,7 @@ struct PostgreSQLConnectionTests {
 
     @Test func aPortWhereNothingListensFailsAtOnceSayingSo() async throws {
         // A port that was free a moment ago: nothing listens there.
-        let port = try freePort()
+        let port = try freeLoopbackPort()
         let error = await #expect(throws: MirrorError.self) {
             _ = try await PostgreSQLDatabase(url: "postgres://mirror@127.0.0.1:\(port)/postgres?sslmode=disable", environment: [:])
         }
@@ -131,7 +132,7 @@ struct PostgreSQLConnectionTests {
     @Test func aServerThatAcceptsAndNeverAnswersFailsAfterTheConnectTimeoutSayingSo() async throws {
         // A socket that listens and never accepts: the kernel completes the handshake, and
         // nothing ever answers the start-up message (as from a hung server).
-        let (descriptor, port) = try socketOnFreePort()
+        let (descriptor, port) = try socketOnFreeLoopbackPort()
         defer { close(descriptor) }
         #expect(listen(descriptor, 16) == 0)
         let error = await #expect(throws: MirrorError.self) {
@@ -219,31 +220,5 @@ struct PostgreSQLConnectionTests {
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
-    }
-
-    private func freePort() throws -> Int {
-        let (descriptor, port) = try socketOnFreePort()
-        close(descriptor)
-        return port
-    }
-
-    /// A TCP socket bound to a free port of 127.0.0.1, and the port.
-    private func socketOnFreePort() throws -> (Int32, Int) {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
-            }
-        }
-        guard bound else {
-            close(descriptor)
-            throw MirrorError(.ioFailure, "could not find a free port")
-        }
-        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
     }
 }
