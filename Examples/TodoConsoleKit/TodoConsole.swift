@@ -219,6 +219,14 @@ struct Command {
         let printer = ChangePrinter(json: invocation.json)
         printer.start(with: mirror.dataModel.array, emptyHint: "the list is empty; add an item with: \(program) add TITLE")
         let observation = mirror.observe { todos in printer.show(todos) }
+        // Failures while watching (a lost connection, a refused change) are one line each on
+        // standard error; watching goes on, and the list catches up when the cause passes.
+        let program = program
+        let failures = NotificationCenter.default.addObserver(forName: .mirrorError, object: nil, queue: nil) { note in
+            guard let error = note.object as? MirrorError else { return }
+            FileHandle.standardError.write(Data("\(program): \(error.message)\n".utf8))
+        }
+        defer { NotificationCenter.default.removeObserver(failures) }
         let legend = invocation.json ? "" : "; + added, ~ changed, - removed, with the number list shows"
         FileHandle.standardError.write(Data("watching \(location)\(legend) (Ctrl-C to stop)\n".utf8))
         for await _ in stopped { break }

@@ -11,7 +11,13 @@ import Synchronization
 ///   there. A hint of this instance's own commit (its writer is ours) is dropped too: it
 ///   was delivered when committed;
 /// - `task`: the polling task, running while any subscription lives (it ends after the
-///   request under way when the last one is cancelled: requests are never cancelled).
+///   request under way when the last one is cancelled: requests are never cancelled);
+/// - `outage`: whether the current failure of the poll was reported.
+///
+/// A poll that fails (the relay or the link is down, or it answered nothing within
+/// ``RelayWire/deadLinkSeconds``) is reported once per outage, as a transient
+/// `.mirrorError` notification (``MirrorError/Kind/unavailable``); the poll is sent again
+/// with backoff, and the first one answered brings every zone's changes since its token.
 ///
 /// The task long-polls `/v1/watch` with a session id of its own: the relay answers within
 /// ``RelayWire/pollSeconds`` (its heartbeat), and a request unanswered after
@@ -25,6 +31,7 @@ final class RelayWatch: Sendable {
         var delivered: [ZoneID: ChangeToken] = [:]
         var nextID = 0
         var task: Task<Void, Never>?
+        var outage = false
     }
 
     private let state = Mutex(State())
@@ -99,11 +106,29 @@ final class RelayWatch: Sendable {
             do {
                 try await pollOnce(zones)
                 backoff = .milliseconds(100)
+                state.withLock { $0.outage = false }
             } catch {
+                report(error)
                 try? await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(2))
             }
         }
+    }
+
+    /// Posts a failed poll once per outage, as a transient error.
+    private func report(_ error: any Error) {
+        let isNew = state.withLock { state in
+            defer { state.outage = true }
+            return !state.outage
+        }
+        guard isNew else { return }
+        let reason = (error as? MirrorError)?.message ?? String(describing: error)
+        var reported = MirrorError(
+            .unavailable,
+            "lost the long poll that hears other writers' changes from \(identifier); polling again, then pulling every "
+                + "subscribed zone (\(reason))")
+        reported.underlying = error
+        NotificationCenter.default.post(name: .mirrorError, object: reported)
     }
 
     /// The zones to watch and the tokens known; `nil` without subscriptions (and then, when
