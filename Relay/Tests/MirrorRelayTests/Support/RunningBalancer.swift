@@ -15,7 +15,8 @@ import MirrorTestSupport
 /// Its timeouts are longer than the relay's 5 s long-poll heartbeat and the client's 10 s
 /// dead-link timeout, so that a long poll is never cut by the balancer. A request whose
 /// relay refuses the connection goes to another relay at once (`option redispatch 1`), and a
-/// relay that fails its health check (`GET /health`, every second) gets no more requests.
+/// relay that fails three health checks in a row (`GET /health`, every second) gets no more
+/// requests.
 final class RunningBalancer: Sendable {
     let process: Subprocess
     /// Where clients connect.
@@ -46,7 +47,7 @@ final class RunningBalancer: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let port = try freePort()
         let servers = relays.enumerated().map { index, relay in
-            "    server relay\(index) 127.0.0.1:\(relay.port) check inter 1s fall 1 rise 1"
+            "    server relay\(index) 127.0.0.1:\(relay.port) check inter 1s fall 3 rise 2"
         }
         let configuration = """
             global
