@@ -48,6 +48,8 @@ public final class RelayDatabase: RecordDatabase {
     /// one that died after storing the commit is answered 502, and the commit sent again
     /// reaches another relay, which finds the key and stores nothing).
     static let commitRetries = 2
+    /// The wait before the first retry of a commit; the second waits twice as long.
+    static let commitRetryDelay = Duration.milliseconds(250)
 
     /// Opens a database served by the relay at `url`; nothing is sent until it is used.
     ///
@@ -94,6 +96,8 @@ public final class RelayDatabase: RecordDatabase {
                 return outcome
             } catch let error as MirrorError where RelayTransport.couldNotReach(error) && attempt < Self.commitRetries {
                 attempt += 1
+                // A relay restarting, or a balancer moving to another: give it a moment.
+                try await Task.sleep(for: Self.commitRetryDelay * attempt)
             }
         }
     }

@@ -45,7 +45,7 @@ final class RunningBalancer: Sendable {
         }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-haproxy-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let port = try freePort()
+        let port = try freeLoopbackPort()
         let servers = relays.enumerated().map { index, relay in
             "    server relay\(index) 127.0.0.1:\(relay.port) check inter 1s fall 3 rise 2"
         }
@@ -138,24 +138,4 @@ final class RunningBalancer: Sendable {
             try await Task.sleep(for: .milliseconds(50))
         }
     }
-}
-
-/// A free TCP port of 127.0.0.1 (bound, read, released), for a server that must be told
-/// its port.
-func freePort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw SubprocessError("socket failed") }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-            bind(descriptor, raw, length) == 0 && getsockname(descriptor, raw, &length) == 0
-        }
-    }
-    guard bound else { throw SubprocessError("could not find a free port") }
-    return Int(UInt16(bigEndian: address.sin_port))
 }
