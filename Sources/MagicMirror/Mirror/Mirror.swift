@@ -385,7 +385,7 @@ public final class Mirror<Record: Recordable>: Sendable {
             if !skipped.isEmpty { logSkipped(skipped) }
         }
         for observer in delivered.observers { observer.signal() }
-        for view in effects.liveViews { view.notifyObservers() }
+        for (view, upTo) in effects.liveViews { view.applyPending(upTo: upTo) }
         for observer in delivered.stateObservers { observer.call() }
     }
 }

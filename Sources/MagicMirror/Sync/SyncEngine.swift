@@ -45,8 +45,9 @@ struct SyncEngine<Record: Recordable> {
 
     /// The live views of the mirror (Views/Mirror+LiveView.swift), updated on every change.
     var liveViews: [Int: LiveViewReference<Record>] = [:]
-    /// The views a change reached since the last drain, whose observers to notify.
-    var changedLiveViews: [LiveView<Record>] = []
+    /// The changes made since the last drain, for the live views (handed over by
+    /// ``drain(owner:)``).
+    var liveViewUpdates: [LiveViewUpdate<Record>] = []
 
     /// Whether the mirror holds itself (it has changes to send).
     enum Retention {
@@ -433,8 +434,9 @@ struct SyncEngine<Record: Recordable> {
     /// What to do once the lock is released.
     struct Effects {
         var delivered = ChangeDelivery<Record>.Drained()
-        /// The live views whose observers to notify.
-        var liveViews: [LiveView<Record>] = []
+        /// The live views that were handed changes, each with the count of changes it must
+        /// have applied (outside the lock: their filters and orders are user code).
+        var liveViews: [(view: LiveView<Record>, upTo: Int)] = []
         /// The mirror, no longer retained by itself; released (and possibly deallocated)
         /// outside the lock.
         var released: AnyObject?
@@ -452,10 +454,7 @@ struct SyncEngine<Record: Recordable> {
         default: break
         }
         effects.delivered = delivery.drain()
-        if !changedLiveViews.isEmpty {
-            effects.liveViews = changedLiveViews
-            changedLiveViews.removeAll()
-        }
+        if !liveViewUpdates.isEmpty { effects.liveViews = handOverLiveViewUpdates() }
         return effects
     }
 
