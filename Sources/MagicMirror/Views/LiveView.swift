@@ -50,11 +50,12 @@ public final class LiveView<Record: Recordable>: Sendable {
     public let limit: Int?
 
     private let number: Int
-    private let filter: RecordFilter<Record>
-    private let state: Mutex<State>
+    // Internal, not private, for LiveView+Updating.swift.
+    let filter: RecordFilter<Record>
+    let state: Mutex<State>
     /// Wakes the threads that wait for another thread to apply their changes (see
     /// ``applyPending(upTo:)``).
-    private let applied = NSCondition()
+    let applied = NSCondition()
     let registrar = ObservationRegistrar()
     /// `\.records`, made once (a generic class's key path literal is instantiated at run time
     /// each time it is evaluated).
@@ -68,7 +69,7 @@ public final class LiveView<Record: Recordable>: Sendable {
 
     /// Whether the order reads the clock of each record's last change, which can move a
     /// record whose value did not change.
-    private let sortsByModification: Bool
+    let sortsByModification: Bool
 
     // How a view changes (read this before changing it)
     //
@@ -94,12 +95,12 @@ public final class LiveView<Record: Recordable>: Sendable {
 
     /// The view's sorted index and the records it holds by id: what the applying thread
     /// works changes out on.
-    private struct Working: Sendable {
+    struct Working: Sendable {
         var index: OrderedIndex<Entry>
         var members: IDMap<Entry> = [:]
     }
 
-    private struct State: Sendable {
+    struct State: Sendable {
         /// What readers see: ``Working/index`` as of the last batch applied.
         var shown: OrderedIndex<Entry>
         /// `nil` while a thread applies changes (it holds it), or before the view loads.
@@ -113,7 +114,7 @@ public final class LiveView<Record: Recordable>: Sendable {
     }
 
     /// One change of a batch, replayed on ``State/shown``.
-    private enum IndexEdit {
+    enum IndexEdit {
         case remove(at: Int)
         case insert(Entry, at: Int)
     }
@@ -282,150 +283,6 @@ public final class LiveView<Record: Recordable>: Sendable {
         return stream
     }
 
-    // MARK: Updating (called by the mirror)
-
-    /// Fills the view from the mirror's records, with no lock held (the filter and the
-    /// order run here), then applies the updates handed over meanwhile. Called once, by the
-    /// view's maker, which is its applying thread until then.
-    func load(_ records: [(Record, CreationOrder)]) {
-        let entries = records.filter { filter.isIncluded($0.0) }.map { Entry(record: $0.0, order: $0.1) }
-        var working = Working(index: state.withLock { $0.shown })
-        working.index.load(entries)
-        for entry in entries { working.members[entry.record.recordID] = entry }
-        let sorted = working.index.prefix(nil)
-        state.withLock { $0.shown.load(sorted: sorted) }
-        applyBatches(working)
-    }
-
-    /// Hands over updates of the mirror's records, in the order the mirror made them
-    /// (called with the mirror's lock held: no user code runs here). Returns the count of
-    /// updates handed over so far, for ``applyPending(upTo:)``.
-    func handOver(_ updates: [LiveViewUpdate<Record>]) -> Int {
-        state.withLock { state in
-            state.inbox.append(contentsOf: updates)
-            state.handedOver += updates.count
-            return state.handedOver
-        }
-    }
-
-    /// Applies the updates handed over, once the mirror's lock is released: returns once
-    /// the first `count` are applied (by this thread, or by the thread applying the view's
-    /// changes now), and notifies the view's observers when what it shows changed.
-    func applyPending(upTo count: Int) {
-        let (done, working) = state.withLock { state -> (Bool, Working?) in
-            state.appliedCount >= count ? (true, nil) : (false, state.working.take())
-        }
-        if done { return }
-        if let working {
-            applyBatches(working)
-            return
-        }
-        // Another thread applies: wait for it, unless it is this one (a filter or an order
-        // that changes the mirror), which applies these once its batch is done.
-        guard !LiveViewApplying.views.contains(ObjectIdentifier(self)) else { return }
-        applied.lock()
-        defer { applied.unlock() }
-        while state.withLock({ $0.appliedCount < count && $0.working == nil }) { applied.wait() }
-        // Put back before they were applied: apply what is left here.
-        if let working = state.withLock({ $0.appliedCount >= count ? nil : $0.working.take() }) {
-            applied.unlock()
-            applyBatches(working)
-            applied.lock()
-        }
-    }
-
-    /// Applies batch after batch, each worked out on `working` with no lock held and shown
-    /// at once, until none is left; then puts `working` back.
-    private func applyBatches(_ working: consuming Working) {
-        var working = working
-        var changed = false
-        LiveViewApplying.$views.withValue(LiveViewApplying.views + [ObjectIdentifier(self)]) {
-            var batch = state.withLock { state in
-                defer { state.inbox = [] }
-                return state.inbox
-            }
-            while true {
-                var edits: [IndexEdit] = []
-                var changes: [LiveViewChange] = []
-                for update in batch { work(update, on: &working, edits: &edits, changes: &changes) }
-                if !changes.isEmpty { changed = true }
-                batch = state.withLock { state in
-                    for edit in edits {
-                        switch edit {
-                        case .remove(let position): state.shown.remove(at: position)
-                        case .insert(let entry, let position): state.shown.insert(entry, at: position)
-                        }
-                    }
-                    for continuation in state.streams.values {
-                        for change in changes { continuation.yield(change) }
-                    }
-                    state.appliedCount += batch.count
-                    if state.inbox.isEmpty { state.working = working }
-                    defer { state.inbox = [] }
-                    return state.inbox
-                }
-                if batch.isEmpty { break }
-            }
-        }
-        applied.lock()
-        applied.broadcast()
-        applied.unlock()
-        if changed { notifyObservers() }
-    }
-
-    /// Works out one update on `working` (the filter, the order and `==` run here): the
-    /// edits to replay on what readers see, and the changes to tell the streams.
-    private func work(
-        _ update: LiveViewUpdate<Record>, on working: inout Working, edits: inout [IndexEdit],
-        changes: inout [LiveViewChange]
-    ) {
-        let (id, value, order) = (update.id, update.value, update.order)
-        let included = value.map(filter.isIncluded) ?? false
-        let old = working.members[id]
-        guard old != nil || included else { return }
-        if let old, included, old.record == value, old.order.created == order.created,
-           !sortsByModification || old.order.modified == order.modified {
-            return
-        }
-        let window = limit ?? .max
-        let countBefore = working.index.count
-        let oldPosition = old.flatMap { working.index.remove($0) }
-        if let oldPosition { edits.append(.remove(at: oldPosition)) }
-        var newPosition: Int?
-        if included, let value {
-            let entry = Entry(record: value, order: order)
-            let position = working.index.insert(entry)
-            edits.append(.insert(entry, at: position))
-            newPosition = position
-            working.members[id] = entry
-        } else {
-            working.members[id] = nil
-        }
-        let wasShown = oldPosition.map { $0 < window } ?? false
-        let isShown = newPosition.map { $0 < window } ?? false
-        switch (wasShown, isShown) {
-        case (true, true):
-            if oldPosition == newPosition {
-                changes.append(.updated(at: newPosition!))
-            } else {
-                // A record moves because its value changed: a move, then the new value
-                // at its new place, so that rows moved as they are end up right.
-                changes.append(.moved(from: oldPosition!, to: newPosition!))
-                if old?.record != value { changes.append(.updated(at: newPosition!)) }
-            }
-        case (true, false):
-            changes.append(.removed(at: oldPosition!))
-            // The next record moves up into the last place.
-            if working.index.count >= window { changes.append(.inserted(at: window - 1)) }
-        case (false, true):
-            changes.append(.inserted(at: newPosition!))
-            // The last record shown is pushed out.
-            if countBefore >= window { changes.append(.removed(at: window)) }
-        case (false, false):
-            break
-        }
-    }
-
     /// Notifies observers after a change, once the mirror's lock is released.
     func notifyObservers() {
         registrar.willSet(self, keyPath: recordsKey)
@@ -434,17 +291,3 @@ public final class LiveView<Record: Recordable>: Sendable {
 }
 
 extension LiveView: Observable {}
-
-/// One change of the mirror's records handed to its views: the record with `id` is now
-/// `value` (`nil`: gone), at `order` in creation order.
-struct LiveViewUpdate<Record: Recordable>: Sendable {
-    let id: String
-    let value: Record?
-    let order: CreationOrder
-}
-
-/// The views whose changes the current thread is applying (a filter or an order that
-/// changes the mirror must not wait for itself).
-enum LiveViewApplying {
-    @TaskLocal static var views: [ObjectIdentifier] = []
-}
