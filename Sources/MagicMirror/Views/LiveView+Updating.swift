@@ -11,12 +11,12 @@ extension LiveView {
     /// view's maker, which is its applying thread until then.
     func load(_ records: [(Record, CreationOrder)]) {
         let entries = records.filter { filter.isIncluded($0.0) }.map { Entry(record: $0.0, order: $0.1) }
-        var working = Working(index: state.withLock { $0.shown })
-        working.index.load(entries)
-        for entry in entries { working.members[entry.record.recordID] = entry }
-        let sorted = working.index.prefix(nil)
+        var working: Working? = Working(index: state.withLock { $0.shown })
+        working!.index.load(entries)
+        for entry in entries { working!.members[entry.record.recordID] = entry }
+        let sorted = working!.index.prefix(nil)
         state.withLock { $0.shown.load(sorted: sorted) }
-        applyBatches(working)
+        applyBatches(&working)
     }
 
     /// Hands over updates of the mirror's records, in the order the mirror made them
@@ -34,12 +34,17 @@ extension LiveView {
     /// the first `count` are applied (by this thread, or by the thread applying the view's
     /// changes now), and notifies the view's observers when what it shows changed.
     func applyPending(upTo count: Int) {
-        let (done, working) = state.withLock { state -> (Bool, Working?) in
-            state.appliedCount >= count ? (true, nil) : (false, state.working.take())
+        // Taken out of `state`, never copied: a copy would make the next change copy the
+        // whole index and table of members.
+        var working: Working?
+        let done = state.withLock { state in
+            if state.appliedCount >= count { return true }
+            swap(&working, &state.working)
+            return false
         }
         if done { return }
-        if let working {
-            applyBatches(working)
+        if working != nil {
+            applyBatches(&working)
             return
         }
         // Another thread applies: wait for it, unless it is this one (a filter or an order
@@ -49,17 +54,19 @@ extension LiveView {
         defer { applied.unlock() }
         while state.withLock({ $0.appliedCount < count && $0.working == nil }) { applied.wait() }
         // Put back before they were applied: apply what is left here.
-        if let working = state.withLock({ $0.appliedCount >= count ? nil : $0.working.take() }) {
+        state.withLock { state in
+            if state.appliedCount < count { swap(&working, &state.working) }
+        }
+        if working != nil {
             applied.unlock()
-            applyBatches(working)
+            applyBatches(&working)
             applied.lock()
         }
     }
 
     /// Applies batch after batch, each worked out on `working` with no lock held and shown
-    /// at once, until none is left; then puts `working` back.
-    private func applyBatches(_ working: consuming Working) {
-        var working = working
+    /// at once, until none is left; then moves `working` back into `state`, leaving `nil`.
+    private func applyBatches(_ working: inout Working?) {
         var changed = false
         LiveViewApplying.$views.withValue(LiveViewApplying.views + [ObjectIdentifier(self)]) {
             var batch = state.withLock { state in
@@ -69,7 +76,7 @@ extension LiveView {
             while true {
                 var edits: [IndexEdit] = []
                 var changes: [LiveViewChange] = []
-                for update in batch { work(update, on: &working, edits: &edits, changes: &changes) }
+                for update in batch { work(update, on: &working!, edits: &edits, changes: &changes) }
                 if !changes.isEmpty { changed = true }
                 batch = state.withLock { state in
                     for edit in edits {
@@ -82,7 +89,7 @@ extension LiveView {
                         for change in changes { continuation.yield(change) }
                     }
                     state.appliedCount += batch.count
-                    if state.inbox.isEmpty { state.working = working }
+                    if state.inbox.isEmpty { swap(&state.working, &working) }
                     defer { state.inbox = [] }
                     return state.inbox
                 }
