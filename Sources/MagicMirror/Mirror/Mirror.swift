@@ -134,9 +134,10 @@ public final class Mirror<Record: Recordable>: Sendable {
     //   streams and observers, the last error, the live views, the mirror's membership of
     //   its zone's shared subscription, its background tasks, and whether it holds itself —
     //   and the records lent out during a mutation of `dataModel`. Held for short sections
-    //   that never block, never call user code and never take another mirror's lock; across
-    //   the `yield` of `dataModel`'s `_modify` (the caller's mutation, which may read the
-    //   engine's other state on the same thread: the lock is recursive).
+    //   that never block and never take another mirror's lock; across the `yield` of
+    //   `dataModel`'s `_modify` (the caller's mutation, which may read the engine's other
+    //   state on the same thread: the lock is recursive); and across records' `==` where the
+    //   engine compares a record with the one shown (the only other user code run under it).
     // - `commitWakeup` and `pullWakeup` (Wakeup, a Mutex each) wake the two background
     //   tasks. Signalled with or without `core` held; they take no other lock.
     // - `account` (MirrorAccountLink): `switching`, held while a user switch is applied, and
@@ -150,7 +151,9 @@ public final class Mirror<Record: Recordable>: Sendable {
     //
     //   account.switching → account.state → a zone's join gate → ZoneSubscriptions.registry
     //   account.switching → account.state → core (this mirror's, then a finishing mirror's own)
-    //   core → a Wakeup's mutex, an AsyncStream's or a continuation's internal lock
+    //   core → a live view's state (its changes handed over; see Views/LiveView.swift)
+    //   core → a Wakeup's mutex, the LentArrayCopy's, the clock's, an AsyncStream's or a
+    //          continuation's internal lock
     //
     // A mirror's `core` is never held while taking `account` or the shared subscription's
     // locks, and a zone subscription never calls a member with its locks held, so members
@@ -164,7 +167,8 @@ public final class Mirror<Record: Recordable>: Sendable {
     //
     // The unlocked parts: `database`, `registrar` and `schema` are immutable or thread-safe.
     // Work outside the lock (database calls, encoding, decoding, conflict policies, posting
-    // notifications, waking observers) happens between two locked sections; each section
+    // notifications, waking observers, live views applying their changes) happens between
+    // two locked sections; each section
     // ends with `SyncEngine.drain(owner:)`, whose effects `deliver(_:)` carries out once the
     // lock is released.
 

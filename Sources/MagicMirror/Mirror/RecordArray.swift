@@ -21,8 +21,9 @@
 /// records or a hundred thousand.
 ///
 /// > Important: Within one mirror, record ids are unique. A mutation that leaves two records
-/// > with one id in `Mirror.dataModel` keeps one of them (the one the mirror already had, or
-/// > the first) and reports ``MirrorError/Kind/invalidRecord``.
+/// > with one id in `Mirror.dataModel` keeps one: the newest value, in the place of the
+/// > record the mirror already had, or of the first copy (see "One record per id" in
+/// > ``Mirror/dataModel``).
 public struct RecordArray<Record: Recordable>: RandomAccessCollection, MutableCollection,
     RangeReplaceableCollection, ExpressibleByArrayLiteral, Sendable
 {

@@ -13,8 +13,9 @@ import Foundation
 /// - ``ChangeDelivery``: streams, observers, the last error, the notifications to post.
 ///
 /// The engine is guarded by the mirror's lock (see ``Mirror``'s header). Every method runs
-/// with the lock held and never blocks or calls user code; what is left to do once the lock
-/// is released is handed out by ``drain(owner:)``. The background tasks do their slow work
+/// with the lock held and never blocks; the only user code it runs is records' `==`, to
+/// compare a record with the one shown. What is left to do once the lock is released is
+/// handed out by ``drain(owner:)``. The background tasks do their slow work
 /// (database calls, encoding, decoding, conflict policies) between two locked sections.
 ///
 /// This file: the parts and local edits. `SyncEngine+Loading.swift`: the zone's first
