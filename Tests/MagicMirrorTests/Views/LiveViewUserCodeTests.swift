@@ -119,6 +119,34 @@ import Testing
         #expect(view.records.map(\.id) == ["f0", "f1", "f2", "f3"])
     }
 
+    /// Threads that change the mirror at once hand their changes to whichever of them is
+    /// applying the view's: none is lost, and each shows in the view when its edit returns.
+    @Test func changesFromManyThreadsEachShowWhenTheirEditReturns() async throws {
+        let mirror = try await Mirror<Chore>(database: InMemoryDatabase())
+        for rank in 0..<100 { mirror.dataModel.append(Chore(id: "c\(rank)", title: "t\(rank)", rank: rank)) }
+        let view = mirror.view(where: \.done == false, sortedBy: \.rank)
+        let misses = AsyncCollector<String>()
+        let finished = AsyncCollector<Int>()
+        for thread in 0..<4 {
+            Thread.detachNewThread {
+                for step in 0..<300 {
+                    // Each thread edits its own records: ids whose number is `thread` mod 4.
+                    let id = "c\((step * 4 + thread) % 100)"
+                    let rank = 1_000 * (thread + 1) + step
+                    mirror.dataModel[recordID: id]?.rank = rank
+                    if !view.records.contains(where: { $0.id == id && $0.rank == rank }) {
+                        misses.append("\(id) ranked \(rank)")
+                    }
+                }
+                finished.append(thread)
+            }
+        }
+        try await finished.wait(forCount: 4, "the four editing threads")
+        #expect(misses.items.count == 0, "edits not in the view when they returned: \(misses.items.prefix(5))")
+        let expected = mirror.dataModel.filter { !$0.done }.sorted { $0.rank < $1.rank }.map(\.id)
+        #expect(view.records.map(\.id) == expected)
+    }
+
     @Test func aPullShowsInAViewWholeToAnotherThread() async throws {
         let database = InMemoryDatabase()
         let mirror = try await Mirror<Chore>(database: database)
