@@ -98,19 +98,43 @@ final class RelayTransport: Sendable {
 
     /// Sends `request` through the completion-handler API: FoundationNetworking's
     /// `data(for:)` can stop the process when the task that awaits it is cancelled ("a task
-    /// that is not in the registry"), so a request here is never cancelled; it ends with its
-    /// answer or its timeout.
+    /// that is not in the registry"), so a request here is never cancelled by its caller; it
+    /// ends with its answer or its timeout.
+    ///
+    /// The timeout is the request's `timeoutInterval`, kept here too: FoundationNetworking
+    /// let a request over a link cut without a reset wait 60 seconds (the session's
+    /// default) where it asked for 10, so a dead link went unnoticed for a minute.
     private static func send(_ request: URLRequest, on session: URLSession) async throws -> (Data, URLResponse) {
         try await withCheckedThrowingContinuation { continuation in
-            session.dataTask(with: request) { data, response, error in
+            let phase = Mutex(SendPhase.running)
+            let task = session.dataTask(with: request) { data, response, error in
+                let expired = phase.withLock { phase in
+                    defer { phase = .done }
+                    return phase == .expired
+                }
                 if let data, let response {
                     continuation.resume(returning: (data, response))
+                } else if expired {
+                    continuation.resume(throwing: URLError(.timedOut))
                 } else {
                     continuation.resume(throwing: error ?? URLError(.badServerResponse))
                 }
-            }.resume()
+            }
+            task.resume()
+            DispatchQueue.global().asyncAfter(deadline: .now() + request.timeoutInterval) {
+                let expire = phase.withLock { phase in
+                    guard phase == .running else { return false }
+                    phase = .expired
+                    return true
+                }
+                if expire { task.cancel() }
+            }
         }
     }
+
+    /// Where a request sent by ``send(_:on:)`` is: answered (or failed), or given up at its
+    /// timeout.
+    private enum SendPhase { case running, expired, done }
 
     /// The token to send: the one kept, or a new one from the provider.
     private func currentToken(refresh: Bool) async throws -> String {

@@ -20,6 +20,9 @@ struct HintQueue: Sendable {
     /// How many hints wait: at most three per zone.
     var count: Int { order.count }
 
+    /// Whether a hint of `zone` is queued.
+    func holds(_ zone: ZoneID) -> Bool { order.contains { $0.zone == zone } }
+
     /// Queues `notification`, joined with the hint of its zone and reason if one waits.
     mutating func add(_ notification: RemoteNotification) {
         let key = Key(zone: notification.zone, reason: notification.reason)

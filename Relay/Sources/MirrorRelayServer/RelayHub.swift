@@ -29,6 +29,9 @@ final class RelayHub: Sendable {
         var lastSeen = ContinuousClock.now
         /// Polls of the session still registering zones: such a session is never swept.
         var registering = 0
+        /// Per zone, the latest token of a hint queued for the session: a poll naming an
+        /// older one did not get that hint (its answer was lost on the way), and gets it again.
+        var latest: [ZoneID: ChangeToken] = [:]
     }
 
     private struct Watch {
@@ -71,6 +74,7 @@ final class RelayHub: Sendable {
         let added = try register(key, zones: request.zones)
         defer { state.withLock { state in state.sessions[key]?.registering -= 1 } }
         try await register(added, key: key, subject: subject, database: database)
+        resendLost(key, zones: request.zones, except: Set(added.map(\.zone)), identifier: database.identifier)
         let (stream, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let waiting = state.withLock { state -> Bool in
             guard state.sessions[key]?.queue.isEmpty == true else { return false }
@@ -93,6 +97,24 @@ final class RelayHub: Sendable {
             session.lastSeen = .now
             state.sessions[key] = session
             return hints
+        }
+    }
+
+    /// Queues again a hint of each zone the session already watched whose token the client
+    /// says it does not have: an answer that carried it was lost (the link died, or the
+    /// client gave up waiting). A hint is a token and no records: the client pulls since its
+    /// own.
+    private func resendLost(_ key: SessionKey, zones: [RelayWire.ZoneToken], except added: Set<ZoneID>, identifier: String) {
+        state.withLock { state in
+            for watched in zones where !added.contains(watched.zone) {
+                guard let latest = state.sessions[key]?.latest[watched.zone],
+                      latest.generation != watched.token.generation || watched.token < latest,
+                      state.sessions[key]?.queue.holds(watched.zone) == false
+                else { continue }
+                // In place: no copy of the queue.
+                state.sessions[key]?.queue.add(RemoteNotification(
+                    databaseIdentifier: identifier, zone: watched.zone, recordIDs: [], reason: .updated, token: latest))
+            }
         }
     }
 
@@ -208,6 +230,11 @@ final class RelayHub: Sendable {
             for key in sessions {
                 guard state.sessions[key]?.zones.contains(notification.zone) == true else { continue }
                 state.sessions[key]?.queue.add(notification)  // in place: no copy of the queue
+                if let latest = state.sessions[key]?.latest[notification.zone],
+                   latest.generation == notification.token.generation, latest >= notification.token
+                {} else {
+                    state.sessions[key]?.latest[notification.zone] = notification.token
+                }
                 if let wake = state.sessions[key]?.wake { wakes.append(wake) }
             }
             return wakes

@@ -1,6 +1,6 @@
 import Foundation
 import MagicMirror
-import MagicMirrorRelay
+@_spi(RelayProtocol) import MagicMirrorRelay
 import MirrorTestSupport
 import Synchronization
 import Testing
@@ -57,6 +57,36 @@ struct RelayOutageTests {
         } catch {
             await relay.stop()
             throw error
+        }
+    }
+
+    /// A hint whose answer was lost on the way (the client polls again naming the token it
+    /// had) is sent again, not forgotten: the next poll gets it at once.
+    @Test func aHintWhoseAnswerWasLostIsSentAgain() async throws {
+        try await RunningRelay.with { relay in
+            let subject = RelayTestServer.uniqueName("user")
+            let zone = ZoneID.private("Todo", user: subject)
+            let token = try await RelayTestServer.token(subject)
+            let writer = relay.client(subject)
+            try await writer.commit([Self.save("first", 1)], to: zone)
+            let known = try await writer.currentToken(in: zone)
+            func poll() async throws -> [RemoteNotification] {
+                let body = try JSONEncoder().encode(
+                    RelayWire.WatchRequest(session: "lossy", zones: [RelayWire.ZoneToken(zone: zone, token: known)]))
+                let answer = try await relay.send("/v1/watch", body: body, token: token)
+                try #require(answer.status == 200, "\(String(decoding: answer.body, as: UTF8.self))")
+                return try JSONDecoder().decode(RelayWire.Hints.self, from: answer.body).hints
+            }
+            // The session starts at `known`; a commit comes; the poll that carries its hint is
+            // answered (and, say, lost on the way).
+            #expect(try await poll().isEmpty)
+            let outcome = try await writer.commit([Self.save("second", 2)], to: zone)
+            var carried: [RemoteNotification] = []
+            while carried.isEmpty { carried = try await poll() }
+            #expect(carried.map(\.token) == [outcome.token])
+            // Polling again with the old token: the hint again, at once, with the newest token.
+            let again = try await poll()
+            #expect(again.map(\.token) == [outcome.token], "\(again)")
         }
     }
 }

@@ -102,8 +102,11 @@ final class RunningRelay: Sendable {
     ///     one was killed.
     ///   - server: The administrator's URL of another server than the shared one (a
     ///     cluster the test kills).
+    ///   - inNamespace: A network namespace to run the relay in (``HostNetwork``), and its
+    ///     address there to listen on; it reaches the shared server by its Unix socket.
     static func start(
-        extraArguments: [String] = [], sharing: RunningRelay? = nil, port: Int = 0, server: String? = nil
+        extraArguments: [String] = [], sharing: RunningRelay? = nil, port: Int = 0, server: String? = nil,
+        inNamespace: (name: String, address: String)? = nil
     ) async throws -> RunningRelay {
         let database = sharing?.database ?? RelayTestServer.uniqueName("relay")
         let server = sharing?.server ?? server
@@ -122,11 +125,25 @@ final class RunningRelay: Sendable {
                 throw SubprocessError("mirror-relay setup failed: \(setup.standardError)")
             }
         }
+        var databaseURL = RelayTestServer.url(database: database, role: RelayTestServer.relayRole, server: server)
+        var command = (executable, [String]())
+        if let (namespace, _) = inNamespace {
+            // In another network namespace the server's loopback address is not reachable:
+            // its Unix socket (a file) is.
+            guard let sockets = ProcessInfo.processInfo.environment["MAGICMIRROR_POSTGRES_SOCKETS"], server == nil,
+                  let ip = HostNetwork.ip, var components = URLComponents(string: databaseURL)
+            else { throw SubprocessError("a relay in a namespace needs with-postgres.sh's socket and ip") }
+            components.host = "localhost"
+            components.queryItems = [URLQueryItem(name: "host", value: sockets)]
+            databaseURL = components.string!
+            command = (ip, ["netns", "exec", namespace, executable.path])
+        }
+        let host = inNamespace?.address ?? "127.0.0.1"
         let process = try Subprocess(
-            executable,
-            [
-                "--database-url", RelayTestServer.url(database: database, role: RelayTestServer.relayRole, server: server),
-                "--listen", "127.0.0.1:\(port)", "--audience", RelayTestServer.audience, "--connections", "3",
+            command.0,
+            command.1 + [
+                "--database-url", databaseURL,
+                "--listen", "\(host):\(port)", "--audience", RelayTestServer.audience, "--connections", "3",
             ] + extraArguments,
             environment: ["MIRROR_RELAY_HS256_SECRET": RelayTestServer.secret, "MIRROR_RELAY_LOG_LEVEL": "warning"])
         let line = try await process.nextLine(timeout: .seconds(60))
@@ -135,7 +152,7 @@ final class RunningRelay: Sendable {
             throw SubprocessError("mirror-relay said \(line)")
         }
         return RunningRelay(
-            process: process, url: URL(string: "http://127.0.0.1:\(listening)")!, database: database, server: server)
+            process: process, url: URL(string: "http://\(host):\(listening)")!, database: database, server: server)
     }
 
     /// A client database for `subject`, with a fresh token each time one is asked for.

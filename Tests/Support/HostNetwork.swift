@@ -4,7 +4,6 @@ import Glibc
 import Darwin
 #endif
 import Foundation
-import MirrorTestSupport
 
 /// Network namespaces that stand for machines: a server's, and hosts each joined to it by
 /// a veth link of its own, which a test cuts and heals (`ip link set … down`/`up`).
@@ -16,14 +15,14 @@ import MirrorTestSupport
 /// Names are unique per run (`magicmirror-<pid>-<random>-…`), so runs in parallel never
 /// meet; ``remove()`` deletes the namespaces, and with them the veth links inside. Making
 /// them needs root and `ip` (iproute2); ``isAvailable`` says whether this machine allows it.
-struct HostNetwork: Sendable {
+public struct HostNetwork: Sendable {
     /// The prefix of this network's namespace names.
-    let prefix: String
+    public let prefix: String
     /// How many hosts there are, numbered from 1.
-    let hosts: Int
+    public let hosts: Int
 
     /// `ip`, where iproute2 installs it.
-    static let ip: URL? = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+    public static let ip: URL? = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
         .first { FileManager.default.isExecutableFile(atPath: $0) }
         .map { URL(fileURLWithPath: $0) }
 
@@ -32,7 +31,7 @@ struct HostNetwork: Sendable {
 
     /// Why namespaces cannot be made here, or `nil` when they can: root, `ip`, and a probe
     /// namespace made, entered and deleted.
-    static func unavailability() async -> String? {
+    public static func unavailability() async -> String? {
         guard geteuid() == 0 else { return "not running as root" }
         guard let ip else { return "no ip command (iproute2)" }
         let probe = "\(namePrefix)\(getpid())-probe-\(UInt32.random(in: 0...UInt32.max))"
@@ -46,17 +45,17 @@ struct HostNetwork: Sendable {
     }
 
     /// The namespace of the server.
-    var server: String { prefix + "-server" }
+    public var server: String { prefix + "-server" }
     /// The namespace of host `number` (from 1).
-    func host(_ number: Int) -> String { prefix + "-host\(number)" }
+    public func host(_ number: Int) -> String { prefix + "-host\(number)" }
     /// The server's address on the link to host `number`.
-    static func serverAddress(toHost number: Int) -> String { "10.203.\(number).1" }
+    public static func serverAddress(toHost number: Int) -> String { "10.203.\(number).1" }
     /// The interface of host `number`'s end of its link, inside its namespace.
     private static let hostEnd = "toserver"
     private static func serverEnd(_ number: Int) -> String { "tohost\(number)" }
 
     /// Makes the namespaces and links, all up; removes what it made if a step fails.
-    static func make(hosts: Int = 2) async throws -> HostNetwork {
+    public static func make(hosts: Int = 2) async throws -> HostNetwork {
         await removeLeftovers()
         let network = HostNetwork(
             prefix: "\(namePrefix)\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))",
@@ -85,19 +84,19 @@ struct HostNetwork: Sendable {
     }
 
     /// Cuts host `number`'s link: nothing passes between it and the server until ``heal(host:)``.
-    func cut(host number: Int) async throws {
+    public func cut(host number: Int) async throws {
         try await Self.ip(["-n", host(number), "link", "set", Self.hostEnd, "down"])
     }
 
     /// Brings host `number`'s link back up.
-    func heal(host number: Int) async throws {
+    public func heal(host number: Int) async throws {
         try await Self.ip(["-n", host(number), "link", "set", Self.hostEnd, "up"])
     }
 
     /// Makes the server's kernel forget its TCP sockets to host `number` (`ss -K`), as it
     /// does when a cut outlasts the retransmissions of a restarted server's goodbyes: the
     /// reset it sends is lost while the link is cut, so the host's end stays established.
-    func forgetSockets(toHost number: Int) async throws {
+    public func forgetSockets(toHost number: Int) async throws {
         guard let ip = Self.ip else { throw SubprocessError("no ip command") }
         let (termination, _, errors) = try await Subprocess.run(
             ip, ["netns", "exec", server, "ss", "-K", "dst", "10.203.\(number).2"], timeout: .seconds(60))
@@ -106,7 +105,7 @@ struct HostNetwork: Sendable {
 
     /// Deletes the namespaces (and the veth links in them). Processes still in one keep it
     /// alive without a name until they end.
-    func remove() async {
+    public func remove() async {
         for namespace in [server] + (1...max(hosts, 1)).map(host) {
             _ = try? await Self.ip(["netns", "delete", namespace])
         }
