@@ -39,7 +39,7 @@ public final class RelayDatabase: RecordDatabase {
     /// ``user``: the only user the relay acts for with these tokens.
     public var connectedUser: MirrorUser? { user }
 
-    private let transport: RelayTransport
+    let transport: RelayTransport
     private let watch: RelayWatch
     /// How many records a page of ``fetchAll(in:)`` asks for.
     static let pageSize = 500

@@ -163,6 +163,72 @@ import MagicMirror
         public init(zone: ZoneID) { self.zone = zone }
     }
 
+    /// `POST /v1/share`: shares records of the subject's private zone with a user.
+    public struct ShareRequest: Codable, Sendable {
+        public var zone: ZoneID
+        public var ids: [String]
+        /// The recipient's user name.
+        public var recipient: String
+        public var access: ShareAccess
+
+        public init(zone: ZoneID, ids: [String], recipient: String, access: ShareAccess) {
+            (self.zone, self.ids, self.recipient, self.access) = (zone, ids, recipient, access)
+        }
+    }
+
+    /// `POST /v1/revoke`: ends shares of records of the subject's private zone with a user.
+    public struct RevokeRequest: Codable, Sendable {
+        public var zone: ZoneID
+        public var ids: [String]
+        /// The recipient's user name.
+        public var recipient: String
+
+        public init(zone: ZoneID, ids: [String], recipient: String) {
+            (self.zone, self.ids, self.recipient) = (zone, ids, recipient)
+        }
+    }
+
+    /// `POST /v1/shares`: the shares in effect of the subject's private or shared zone.
+    public struct SharesRequest: Codable, Sendable {
+        public var zone: ZoneID
+
+        public init(zone: ZoneID) { self.zone = zone }
+    }
+
+    /// One share: a record, its owner and recipient (user names), and the access.
+    public struct Share: Codable, Sendable, Equatable {
+        public var recordID: String
+        public var recordType: String
+        public var owner: String
+        public var recipient: String
+        public var access: ShareAccess
+
+        public init(_ share: RecordShare) {
+            (recordID, recordType, access) = (share.recordID, share.recordType, share.access)
+            (owner, recipient) = (share.owner.name, share.recipient.name)
+        }
+
+        /// The share, or `nil` when a name is not a user's.
+        public var recordShare: RecordShare? {
+            guard let owner = try? MirrorUser(name: owner), let recipient = try? MirrorUser(name: recipient) else { return nil }
+            return RecordShare(recordID: recordID, recordType: recordType, owner: owner, recipient: recipient, access: access)
+        }
+    }
+
+    /// The answer to `POST /v1/shares`.
+    public struct Shares: Codable, Sendable {
+        public var shares: [Share]
+
+        public init(shares: [Share]) { self.shares = shares }
+    }
+
+    /// The answer to a request that returns nothing: `{"done": true}`.
+    public struct Done: Codable, Sendable {
+        public var done: Bool
+
+        public init() { done = true }
+    }
+
     /// A zone and a token: what a client knows of a zone it watches, or a hint that the
     /// zone changed.
     public struct ZoneToken: Codable, Sendable, Equatable {

@@ -171,8 +171,11 @@ extension PostgreSQLDatabase: AssetDatabase {
         let base = baseGeneration
         do {
             let lockKey = try await presence.key()
-            // Not through the link's check: `next` is not `Sendable`.
+            // Not through the link's check: `next` is not `Sendable`. A relay's request acts
+            // as its user here too (never as the relay's own role).
+            let acting = PostgreSQLActingUser.current
             return try await link.client.withTransaction(logger: logger) { connection in
+                try await acting?.enter(on: connection, logger: logger)
                 let upload = try await AssetRows.Upload(
                     key, baseGeneration: base, zone: zone, on: connection, logger: logger)
                 var hash = SHA256()
