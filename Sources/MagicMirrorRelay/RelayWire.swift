@@ -229,6 +229,73 @@ import MagicMirror
         public init() { done = true }
     }
 
+    /// `POST /v1/assets/store?zone=…&writer=…`: the asset's bytes are the request's body
+    /// (`application/octet-stream`); the query (``assetQuery(zone:writerID:)``) names the zone
+    /// and the client's writer id, which keeps the asset from collection until a commit of
+    /// that writer refers to it. The answer is the ``Asset`` as JSON
+    /// (`{"$asset": digest, "size": bytes}`).
+    ///
+    /// The query: `zone=` and the zone's JSON, `&writer=` and the writer id, every byte but
+    /// ASCII letters, digits and `-._~` percent-encoded.
+    public static func assetQuery(zone: ZoneID, writerID: String) throws -> String {
+        let json: Data
+        do {
+            json = try JSONEncoder().encode(zone)
+        } catch {
+            throw MirrorError(.encodingFailed, "encoding a zone for the relay: \(error)", underlying: error)
+        }
+        return "zone=" + percentEncoded(json) + "&writer=" + percentEncoded(Data(writerID.utf8))
+    }
+
+    /// The value of the query item `name`, percent-decoded, or `nil`.
+    public static func queryItem(_ name: String, in query: String?) -> String? {
+        guard let query else { return nil }
+        for item in query.split(separator: "&") where item.hasPrefix(name + "=") {
+            return String(item.dropFirst(name.utf8.count + 1)).removingPercentEncoding
+        }
+        return nil
+    }
+
+    private static func percentEncoded(_ bytes: Data) -> String {
+        let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
+        var text = ""
+        for byte in bytes {
+            if unreserved.contains(byte) {
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                let hex = String(byte, radix: 16, uppercase: true)
+                text += (hex.count == 1 ? "%0" : "%") + hex
+            }
+        }
+        return text
+    }
+
+    /// `POST /v1/assets/contents`: the asset's bytes, as the answer's body
+    /// (`application/octet-stream`, its `Content-Length` the asset's size). With `cached`,
+    /// the client holds a file of the asset's size: the relay only checks that the zone holds
+    /// the asset for the user, and answers 204 without the bytes.
+    public struct AssetRequest: Codable, Sendable {
+        public var zone: ZoneID
+        public var asset: Asset
+        public var cached: Bool?
+
+        public init(zone: ZoneID, asset: Asset, cached: Bool) { (self.zone, self.asset, self.cached) = (zone, asset, cached) }
+    }
+
+    /// `POST /v1/assets/collect`: removes the zone's assets that nothing refers to.
+    public struct CollectRequest: Codable, Sendable {
+        public var zone: ZoneID
+
+        public init(zone: ZoneID) { self.zone = zone }
+    }
+
+    /// The answer to `POST /v1/assets/collect`: how many assets were removed.
+    public struct Collected: Codable, Sendable {
+        public var removed: Int
+
+        public init(removed: Int) { self.removed = removed }
+    }
+
     /// A zone and a token: what a client knows of a zone it watches, or a hint that the
     /// zone changed.
     public struct ZoneToken: Codable, Sendable, Equatable {

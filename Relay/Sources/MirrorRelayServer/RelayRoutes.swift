@@ -24,6 +24,8 @@ struct RelayRoutes: Sendable {
     let tokens: RelayTokens
     let users: RelayUsers
     let hub: RelayHub
+    /// The largest asset an upload may carry (`--max-asset-bytes`).
+    let maximumAssetBytes: Int
     let logger: Logger
 
     func add(to router: Router<BasicRequestContext>) {
@@ -88,6 +90,7 @@ struct RelayRoutes: Sendable {
                 return json(RelayWire.Shares(shares: try await database.shares(in: body.zone).map(RelayWire.Share.init)))
             }
         }
+        addAssets(to: router)
         router.post("v1/watch") { request, _ in
             let subject = try await tokens.subject(authorization: request.headers[.authorization])
             let body = try await decode(request, RelayWire.WatchRequest.self, limit: Self.maximumRequestBytes)
@@ -97,7 +100,7 @@ struct RelayRoutes: Sendable {
     }
 
     /// A read: token, body, then `body` as the subject.
-    private func serve<Body: Decodable & Sendable>(
+    func serve<Body: Decodable & Sendable>(
         _ request: Request, _ type: Body.Type,
         _ handle: @escaping @Sendable (Body, PostgreSQLDatabase) async throws -> Response
     ) async throws -> Response {
@@ -200,7 +203,7 @@ struct RelayRoutes: Sendable {
     }
 
     /// The request's body as `type`, at most `limit` bytes.
-    private func decode<Body: Decodable>(_ request: Request, _ type: Body.Type, limit: Int) async throws -> Body {
+    func decode<Body: Decodable>(_ request: Request, _ type: Body.Type, limit: Int) async throws -> Body {
         let buffer: ByteBuffer
         do {
             buffer = try await request.body.collect(upTo: limit)

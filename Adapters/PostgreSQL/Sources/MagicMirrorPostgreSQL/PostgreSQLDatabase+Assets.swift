@@ -167,7 +167,8 @@ extension PostgreSQLDatabase: AssetDatabase {
     private func storeAsset(in zone: ZoneID, next: () throws -> Data) async throws -> Asset {
         let key = ZoneKey(zone)
         let logger = logger
-        let writer = writerID
+        // A relay's upload is held for its client's writer, whose commits release it.
+        let writer = PostgreSQLActingUser.current?.writerID ?? writerID
         let base = baseGeneration
         do {
             let lockKey = try await presence.key()
