@@ -15,7 +15,10 @@ import MagicMirror
 /// Every request carries the token that `tokenProvider` returns; when the relay answers
 /// that the token expired, the provider is called again once and the request sent again. A
 /// commit carries an idempotency key: sent again after a lost answer, it is applied once.
-/// Subscriptions share one long poll (`/v1/watch`); a notification is only a hint.
+/// Subscriptions share one long poll (`/v1/watch`); a notification is only a hint. It is a
+/// `SharingDatabase` and an `AssetDatabase`: assets are streamed both ways, an upload from
+/// the file, a download into a file of a cache directory that the database removes when it
+/// is released.
 ///
 /// The user is the tokens' subject, named again as `user` when the database is opened: a
 /// private or shared mirror opened without a user is that user's (``connectedUser``), and
@@ -39,7 +42,9 @@ public final class RelayDatabase: RecordDatabase {
     /// ``user``: the only user the relay acts for with these tokens.
     public var connectedUser: MirrorUser? { user }
 
-    private let transport: RelayTransport
+    let transport: RelayTransport
+    /// The directory of downloaded assets, removed with the database.
+    let assetCache = RelayAssetCache()
     private let watch: RelayWatch
     /// How many records a page of ``fetchAll(in:)`` asks for.
     static let pageSize = 500
@@ -70,7 +75,10 @@ public final class RelayDatabase: RecordDatabase {
         watch = RelayWatch(transport: transport, identifier: identifier, writerID: writerID)
     }
 
-    deinit { watch.stop() }
+    deinit {
+        watch.stop()
+        assetCache.remove()
+    }
 
     /// Commits a batch of operations on one zone, atomically, through the relay.
     ///

@@ -5,14 +5,23 @@ import FoundationNetworking
 import MagicMirror
 import Synchronization
 
-/// The HTTP side of ``RelayDatabase``: JSON requests to the relay with a bearer token, the
-/// token asked for again once when the relay answers that it expired, and the relay's JSON
-/// errors turned into ``MirrorError``s.
+/// The HTTP side of ``RelayDatabase``: requests to the relay with a bearer token, the token
+/// asked for again once when the relay answers that it expired, and the relay's JSON errors
+/// turned into ``MirrorError``s. Bodies go as JSON, as bytes, or streamed from a file;
+/// answers come as JSON, or streamed into a file.
 final class RelayTransport: Sendable {
     let baseURL: URL
     let session: URLSession
     private let tokenProvider: @Sendable () async throws -> String
     private let token = Mutex<String?>(nil)
+
+    /// What a request sends.
+    enum Payload: Sendable {
+        /// Bytes in memory, of this content type.
+        case data(Data, contentType: String)
+        /// A file's bytes, streamed from disk.
+        case file(URL)
+    }
 
     init(baseURL: URL, session: URLSession, tokenProvider: @escaping @Sendable () async throws -> String) {
         self.baseURL = baseURL
@@ -32,51 +41,99 @@ final class RelayTransport: Sendable {
         _ path: String, _ body: Body, headers: [String: String] = [:], timeout: TimeInterval = 60,
         as: Answer.Type = Answer.self
     ) async throws -> Answer {
-        let data: Data
+        let answer = try await exchange(
+            path, payload: .data(try Self.encode(body), contentType: "application/json"), headers: headers, timeout: timeout)
+        return try Self.decode(answer.body, path: path)
+    }
+
+    /// POSTs `payload` (bytes, or a file streamed from disk) to `/v1/<path>?<query>` and
+    /// decodes the JSON answer as `Answer`.
+    func upload<Answer: Decodable>(
+        _ path: String, query: String, _ payload: Payload, timeout: TimeInterval, as: Answer.Type = Answer.self
+    ) async throws -> Answer {
+        try Self.decode(try await exchange(path, query: query, payload: payload, timeout: timeout).body, path: path)
+    }
+
+    /// POSTs `body` to `/v1/<path>` and streams the answer's bytes into `destination`
+    /// (replaced).
+    ///
+    /// - Returns: `false` when the relay answered without bytes (204): nothing was written.
+    func download<Body: Encodable>(
+        _ path: String, _ body: Body, to destination: URL, timeout: TimeInterval
+    ) async throws -> Bool {
+        let answer = try await exchange(
+            path, payload: .data(try Self.encode(body), contentType: "application/json"), timeout: timeout,
+            downloadingTo: destination)
+        return answer.status != 204
+    }
+
+    private static func encode(_ body: some Encodable) throws -> Data {
         do {
-            data = try JSONEncoder().encode(body)
+            return try JSONEncoder().encode(body)
         } catch {
             throw MirrorError(.encodingFailed, "encoding a request to the relay: \(error)", underlying: error)
+        }
+    }
+
+    private static func decode<Answer: Decodable>(_ answer: Data, path: String) throws -> Answer {
+        do {
+            return try JSONDecoder().decode(Answer.self, from: answer)
+        } catch {
+            throw MirrorError(.unavailable, "the relay answered \(path) with a body that is not the protocol's", underlying: error)
+        }
+    }
+
+    /// Sends a request with the token (again once with a new token when the relay answers
+    /// that it expired) and returns a 2xx answer's status and body; a download's bytes go
+    /// to `destination` instead.
+    private func exchange(
+        _ path: String, query: String? = nil, payload: Payload, headers: [String: String] = [:], timeout: TimeInterval,
+        downloadingTo destination: URL? = nil
+    ) async throws -> (status: Int, body: Data) {
+        var url = baseURL.appendingPathComponent("v1/" + path)
+        if let query, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) {
+            components.percentEncodedQuery = query
+            url = components.url ?? url
         }
         var refreshed = false
         while true {
             let bearer = try await currentToken(refresh: refreshed)
-            var request = URLRequest(url: baseURL.appendingPathComponent("v1/" + path), timeoutInterval: timeout)
+            var request = URLRequest(url: url, timeoutInterval: timeout)
             request.httpMethod = "POST"
-            request.httpBody = data
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            switch payload {
+            case .data(let data, let contentType):
+                request.httpBody = data
+                request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+            case .file:
+                request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
+            }
             request.setValue("Bearer " + bearer, forHTTPHeaderField: "Authorization")
             for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-            let (answer, response): (Data, URLResponse)
+            let (code, answer): (Int, Data)
             do {
-                (answer, response) = try await Self.send(request, on: session)
+                (code, answer) = try await Self.send(request, payload: payload, downloadingTo: destination, on: session)
+            } catch let error as MirrorError {
+                throw error
             } catch {
                 throw MirrorError(
                     .unavailable, "the relay at \(baseURL.absoluteString) cannot be reached: \(error.localizedDescription)",
                     underlying: error)
             }
-            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-            if (200..<300).contains(status) {
-                do {
-                    return try JSONDecoder().decode(Answer.self, from: answer)
-                } catch {
-                    throw MirrorError(.unavailable, "the relay answered \(path) with a body that is not the protocol's", underlying: error)
-                }
-            }
+            if (200..<300).contains(code) { return (code, answer) }
             let detail = (try? JSONDecoder().decode(RelayWire.ErrorBody.self, from: answer))?.error
-            if detail == nil, Self.gatewayStatuses.contains(status) {
+            if detail == nil, Self.gatewayStatuses.contains(code) {
                 // Not the relay's answer but a balancer's in front of it: the relay died or
                 // could not be reached, perhaps after storing a commit.
                 throw MirrorError(
                     .unavailable,
-                    "the relay behind \(baseURL.absoluteString) cannot be reached: a gateway answered \(path) with HTTP \(status)",
-                    underlying: GatewayFailure(status: status))
+                    "the relay behind \(baseURL.absoluteString) cannot be reached: a gateway answered \(path) with HTTP \(code)",
+                    underlying: GatewayFailure(status: code))
             }
-            if status == 401, detail?.code == "tokenExpired", !refreshed {
+            if code == 401, detail?.code == "tokenExpired", !refreshed {
                 refreshed = true
                 continue
             }
-            throw Self.mirrorError(status: status, detail, path: path)
+            throw Self.mirrorError(status: code, detail, path: path)
         }
     }
 
@@ -99,25 +156,56 @@ final class RelayTransport: Sendable {
     /// Sends `request` through the completion-handler API: FoundationNetworking's
     /// `data(for:)` can stop the process when the task that awaits it is cancelled ("a task
     /// that is not in the registry"), so a request here is never cancelled by its caller; it
-    /// ends with its answer or its timeout.
-    ///
-    /// The timeout is the request's `timeoutInterval`, kept here too: FoundationNetworking
-    /// let a request over a link cut without a reset wait 60 seconds (the session's
-    /// default) where it asked for 10, so a dead link went unnoticed for a minute.
-    private static func send(_ request: URLRequest, on session: URLSession) async throws -> (Data, URLResponse) {
+    /// ends with its answer or its timeout. The timeout is the request's `timeoutInterval`,
+    /// kept here too: FoundationNetworking let a request over a link cut without a reset wait
+    /// 60 seconds (the session's default) where it asked for 10, so a dead link went
+    /// unnoticed for a minute. A file payload is streamed from disk (an upload task); with a
+    /// `destination`, a 2xx answer's bytes are streamed to disk (a download task) and moved
+    /// there, and an error's body is returned.
+    private static func send(
+        _ request: URLRequest, payload: Payload, downloadingTo destination: URL?, on session: URLSession
+    ) async throws -> (Int, Data) {
         try await withCheckedThrowingContinuation { continuation in
             let phase = Mutex(SendPhase.running)
-            let task = session.dataTask(with: request) { data, response, error in
-                let expired = phase.withLock { phase in
-                    defer { phase = .done }
-                    return phase == .expired
+            /// The task's error, `timedOut` when the deadline below ended it.
+            @Sendable func failure(_ error: (any Error)?) -> any Error {
+                phase.withLock { $0 } == .expired ? URLError(.timedOut) : error ?? URLError(.badServerResponse)
+            }
+            let task: URLSessionTask
+            if let destination {
+                task = session.downloadTask(with: request) { location, response, error in
+                    phase.withLock { if $0 == .running { $0 = .done } }
+                    guard let location, let status = (response as? HTTPURLResponse)?.statusCode else {
+                        continuation.resume(throwing: failure(error))
+                        return
+                    }
+                    guard (200..<300).contains(status) else {
+                        continuation.resume(returning: (status, (try? Data(contentsOf: location)) ?? Data()))
+                        return
+                    }
+                    do {
+                        try? FileManager.default.removeItem(at: destination)
+                        try FileManager.default.moveItem(at: location, to: destination)
+                        continuation.resume(returning: (status, Data()))
+                    } catch {
+                        continuation.resume(throwing: MirrorError(
+                            .ioFailure, "cannot keep a download from the relay in \(destination.path): \(error.localizedDescription)",
+                            file: destination.path, underlying: error))
+                    }
                 }
-                if let data, let response {
-                    continuation.resume(returning: (data, response))
-                } else if expired {
-                    continuation.resume(throwing: URLError(.timedOut))
+            } else {
+                let handler: @Sendable (Data?, URLResponse?, (any Error)?) -> Void = { data, response, error in
+                    phase.withLock { if $0 == .running { $0 = .done } }
+                    if let data, let status = (response as? HTTPURLResponse)?.statusCode {
+                        continuation.resume(returning: (status, data))
+                    } else {
+                        continuation.resume(throwing: failure(error))
+                    }
+                }
+                if case .file(let file) = payload {
+                    task = session.uploadTask(with: request, fromFile: file, completionHandler: handler)
                 } else {
-                    continuation.resume(throwing: error ?? URLError(.badServerResponse))
+                    task = session.dataTask(with: request, completionHandler: handler)
                 }
             }
             task.resume()
@@ -132,8 +220,8 @@ final class RelayTransport: Sendable {
         }
     }
 
-    /// Where a request sent by ``send(_:on:)`` is: answered (or failed), or given up at its
-    /// timeout.
+    /// Where a request sent by ``send(_:payload:downloadingTo:on:)`` is: answered (or
+    /// failed), or given up at its timeout.
     private enum SendPhase { case running, expired, done }
 
     /// The token to send: the one kept, or a new one from the provider.

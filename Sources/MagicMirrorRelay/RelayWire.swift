@@ -163,6 +163,139 @@ import MagicMirror
         public init(zone: ZoneID) { self.zone = zone }
     }
 
+    /// `POST /v1/share`: shares records of the subject's private zone with a user.
+    public struct ShareRequest: Codable, Sendable {
+        public var zone: ZoneID
+        public var ids: [String]
+        /// The recipient's user name.
+        public var recipient: String
+        public var access: ShareAccess
+
+        public init(zone: ZoneID, ids: [String], recipient: String, access: ShareAccess) {
+            (self.zone, self.ids, self.recipient, self.access) = (zone, ids, recipient, access)
+        }
+    }
+
+    /// `POST /v1/revoke`: ends shares of records of the subject's private zone with a user.
+    public struct RevokeRequest: Codable, Sendable {
+        public var zone: ZoneID
+        public var ids: [String]
+        /// The recipient's user name.
+        public var recipient: String
+
+        public init(zone: ZoneID, ids: [String], recipient: String) {
+            (self.zone, self.ids, self.recipient) = (zone, ids, recipient)
+        }
+    }
+
+    /// `POST /v1/shares`: the shares in effect of the subject's private or shared zone.
+    public struct SharesRequest: Codable, Sendable {
+        public var zone: ZoneID
+
+        public init(zone: ZoneID) { self.zone = zone }
+    }
+
+    /// One share: a record, its owner and recipient (user names), and the access.
+    public struct Share: Codable, Sendable, Equatable {
+        public var recordID: String
+        public var recordType: String
+        public var owner: String
+        public var recipient: String
+        public var access: ShareAccess
+
+        public init(_ share: RecordShare) {
+            (recordID, recordType, access) = (share.recordID, share.recordType, share.access)
+            (owner, recipient) = (share.owner.name, share.recipient.name)
+        }
+
+        /// The share, or `nil` when a name is not a user's.
+        public var recordShare: RecordShare? {
+            guard let owner = try? MirrorUser(name: owner), let recipient = try? MirrorUser(name: recipient) else { return nil }
+            return RecordShare(recordID: recordID, recordType: recordType, owner: owner, recipient: recipient, access: access)
+        }
+    }
+
+    /// The answer to `POST /v1/shares`.
+    public struct Shares: Codable, Sendable {
+        public var shares: [Share]
+
+        public init(shares: [Share]) { self.shares = shares }
+    }
+
+    /// The answer to a request that returns nothing: `{"done": true}`.
+    public struct Done: Codable, Sendable {
+        public var done: Bool
+
+        public init() { done = true }
+    }
+
+    /// `POST /v1/assets/store?zone=…&writer=…`: the asset's bytes are the request's body
+    /// (`application/octet-stream`); the query (``assetQuery(zone:writerID:)``) names the zone
+    /// and the client's writer id, which keeps the asset from collection until a commit of
+    /// that writer refers to it. The answer is the ``Asset`` as JSON
+    /// (`{"$asset": digest, "size": bytes}`).
+    ///
+    /// The query: `zone=` and the zone's JSON, `&writer=` and the writer id, every byte but
+    /// ASCII letters, digits and `-._~` percent-encoded.
+    public static func assetQuery(zone: ZoneID, writerID: String) throws -> String {
+        let json: Data
+        do {
+            json = try JSONEncoder().encode(zone)
+        } catch {
+            throw MirrorError(.encodingFailed, "encoding a zone for the relay: \(error)", underlying: error)
+        }
+        return "zone=" + percentEncoded(json) + "&writer=" + percentEncoded(Data(writerID.utf8))
+    }
+
+    /// The value of the query item `name`, percent-decoded, or `nil`.
+    public static func queryItem(_ name: String, in query: String?) -> String? {
+        guard let query else { return nil }
+        for item in query.split(separator: "&") where item.hasPrefix(name + "=") {
+            return String(item.dropFirst(name.utf8.count + 1)).removingPercentEncoding
+        }
+        return nil
+    }
+
+    private static func percentEncoded(_ bytes: Data) -> String {
+        let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
+        var text = ""
+        for byte in bytes {
+            if unreserved.contains(byte) {
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                let hex = String(byte, radix: 16, uppercase: true)
+                text += (hex.count == 1 ? "%0" : "%") + hex
+            }
+        }
+        return text
+    }
+
+    /// `POST /v1/assets/contents`: the asset's bytes, as the answer's body
+    /// (`application/octet-stream`, its `Content-Length` the asset's size). With `cached`,
+    /// the client holds a file of the asset's size: the relay only checks that the zone holds
+    /// the asset for the user, and answers 204 without the bytes.
+    public struct AssetRequest: Codable, Sendable {
+        public var zone: ZoneID
+        public var asset: Asset
+        public var cached: Bool?
+
+        public init(zone: ZoneID, asset: Asset, cached: Bool) { (self.zone, self.asset, self.cached) = (zone, asset, cached) }
+    }
+
+    /// `POST /v1/assets/collect`: removes the zone's assets that nothing refers to.
+    public struct CollectRequest: Codable, Sendable {
+        public var zone: ZoneID
+
+        public init(zone: ZoneID) { self.zone = zone }
+    }
+
+    /// The answer to `POST /v1/assets/collect`: how many assets were removed.
+    public struct Collected: Codable, Sendable {
+        public var removed: Int
+
+        public init(removed: Int) { self.removed = removed }
+    }
+
     /// A zone and a token: what a client knows of a zone it watches, or a hint that the
     /// zone changed.
     public struct ZoneToken: Codable, Sendable, Equatable {

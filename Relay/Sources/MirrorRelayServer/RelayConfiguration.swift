@@ -23,6 +23,8 @@ public struct RelayConfiguration: Sendable {
     public var connections = 8
     /// The longest a token may still be valid, in seconds (its `exp` ahead of now).
     public var maximumTokenLifetime = 24 * 3600
+    /// The largest asset a client may upload, in bytes (256 MiB unless `--max-asset-bytes`).
+    public var maximumAssetBytes = 256 * 1024 * 1024
 
     /// The text of `mirror-relay --help`.
     public static let help = """
@@ -40,6 +42,7 @@ public struct RelayConfiguration: Sendable {
           --audience AUDIENCE      the audience every token must name            MIRROR_RELAY_AUDIENCE
           --connections N          pooled connections to the server (default 8)
           --max-token-lifetime S   refuse tokens valid for more than S seconds (default 86400)
+          --max-asset-bytes N      refuse asset uploads over N bytes (default 268435456, 256 MiB)
           --help                   this text
 
         setup, run once by an administrator (a superuser or a role with CREATEROLE):
@@ -68,7 +71,7 @@ public struct RelayConfiguration: Sendable {
             if flag == "--es256-public-key" { keys.append(arguments[index + 1]) } else { flags[flag] = arguments[index + 1] }
             index += 2
         }
-        let known: Set = ["--database-url", "--listen", "--hs256-secret", "--audience", "--connections", "--max-token-lifetime"]
+        let known: Set = ["--database-url", "--listen", "--hs256-secret", "--audience", "--connections", "--max-token-lifetime", "--max-asset-bytes"]
         if let unknown = flags.keys.first(where: { !known.contains($0) }) {
             throw Problem("unknown option \(unknown) (see mirror-relay --help)")
         }
@@ -109,6 +112,10 @@ public struct RelayConfiguration: Sendable {
         if let text = flags["--max-token-lifetime"] {
             guard let seconds = Int(text), seconds > 0 else { throw Problem("--max-token-lifetime takes a number of seconds") }
             maximumTokenLifetime = seconds
+        }
+        if let text = flags["--max-asset-bytes"] {
+            guard let bytes = Int(text), bytes > 0 else { throw Problem("--max-asset-bytes takes a number of bytes") }
+            maximumAssetBytes = bytes
         }
     }
 }

@@ -24,6 +24,8 @@ struct RelayRoutes: Sendable {
     let tokens: RelayTokens
     let users: RelayUsers
     let hub: RelayHub
+    /// The largest asset an upload may carry (`--max-asset-bytes`).
+    let maximumAssetBytes: Int
     let logger: Logger
 
     func add(to router: Router<BasicRequestContext>) {
@@ -66,6 +68,29 @@ struct RelayRoutes: Sendable {
                 json(try await database.currentToken(in: body.zone))
             }
         }
+        router.post("v1/share") { request, _ in
+            try await serve(request, RelayWire.ShareRequest.self) { body, database, subject in
+                try Self.checkOwn(body.zone, subject: subject, "share records of")
+                let recipient = try Self.user(body.recipient)
+                try await database.share(body.ids, in: body.zone, with: recipient, access: body.access)
+                return json(RelayWire.Done())
+            }
+        }
+        router.post("v1/revoke") { request, _ in
+            try await serve(request, RelayWire.RevokeRequest.self) { body, database, subject in
+                try Self.checkOwn(body.zone, subject: subject, "revoke shares of")
+                let recipient = try Self.user(body.recipient)
+                try await database.revokeShares(of: body.ids, in: body.zone, from: recipient)
+                return json(RelayWire.Done())
+            }
+        }
+        router.post("v1/shares") { request, _ in
+            try await serve(request, RelayWire.SharesRequest.self) { body, database, subject in
+                try Self.checkOwn(body.zone, subject: subject, "list the shares of")
+                return json(RelayWire.Shares(shares: try await database.shares(in: body.zone).map(RelayWire.Share.init)))
+            }
+        }
+        addAssets(to: router)
         router.post("v1/watch") { request, _ in
             let subject = try await tokens.subject(authorization: request.headers[.authorization])
             let body = try await decode(request, RelayWire.WatchRequest.self, limit: Self.maximumRequestBytes)
@@ -75,7 +100,7 @@ struct RelayRoutes: Sendable {
     }
 
     /// A read: token, body, then `body` as the subject.
-    private func serve<Body: Decodable & Sendable>(
+    func serve<Body: Decodable & Sendable>(
         _ request: Request, _ type: Body.Type,
         _ handle: @escaping @Sendable (Body, PostgreSQLDatabase) async throws -> Response
     ) async throws -> Response {
@@ -84,6 +109,40 @@ struct RelayRoutes: Sendable {
         let database = try await users.database(for: subject)
         return try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: subject)) {
             try await handle(body, database)
+        }
+    }
+
+    /// A request as the subject, whose `handle` is told the subject.
+    private func serve<Body: Decodable & Sendable>(
+        _ request: Request, _ type: Body.Type,
+        _ handle: @escaping @Sendable (Body, PostgreSQLDatabase, String) async throws -> Response
+    ) async throws -> Response {
+        let subject = try await tokens.subject(authorization: request.headers[.authorization])
+        let body = try await decode(request, type, limit: Self.maximumRequestBytes)
+        let database = try await users.database(for: subject)
+        return try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: subject)) {
+            try await handle(body, database, subject)
+        }
+    }
+
+    /// Refuses a private or shared zone of another user than `subject` (403
+    /// `permissionDenied`): a user shares, revokes and lists only their own zones' shares.
+    /// Row-level security would show such a request nothing; the relay says so instead.
+    static func checkOwn(_ zone: ZoneID, subject: String, _ action: String) throws {
+        guard zone.scope != .public, zone.user != subject else { return }
+        throw RelayFailure(MirrorError(
+            .permissionDenied,
+            "\(subject) may not \(action) zone \(zone): it is \(zone.user.map { "user \($0)'s" } ?? "no user's") "
+                + "\(zone.scope) zone, and a user shares only their own records",
+            recordType: zone.recordType, scope: zone.scope))
+    }
+
+    /// The user a request names, or a 400.
+    static func user(_ name: String) throws -> MirrorUser {
+        do {
+            return try MirrorUser(name: name)
+        } catch {
+            throw RelayFailure.badRequest("\(String(reflecting: name)) is not a user name: \(error)")
         }
     }
 
@@ -144,7 +203,7 @@ struct RelayRoutes: Sendable {
     }
 
     /// The request's body as `type`, at most `limit` bytes.
-    private func decode<Body: Decodable>(_ request: Request, _ type: Body.Type, limit: Int) async throws -> Body {
+    func decode<Body: Decodable>(_ request: Request, _ type: Body.Type, limit: Int) async throws -> Body {
         let buffer: ByteBuffer
         do {
             buffer = try await request.body.collect(upTo: limit)

@@ -17,7 +17,9 @@ public enum RelayServer {
             url: configuration.databaseURL, environment: environment, connections: configuration.connections, logger: logger)
         try await users.checkOwnRole()
         let hub = RelayHub()
-        let routes = RelayRoutes(tokens: try await RelayTokens.make(configuration), users: users, hub: hub, logger: logger)
+        let routes = RelayRoutes(
+            tokens: try await RelayTokens.make(configuration), users: users, hub: hub,
+            maximumAssetBytes: configuration.maximumAssetBytes, logger: logger)
         let router = Router()
         router.add(middleware: RelayErrorMiddleware())
         routes.add(to: router)

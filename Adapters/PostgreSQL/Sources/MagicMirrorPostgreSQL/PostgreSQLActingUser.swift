@@ -56,11 +56,17 @@ import PostgresNIO
     ) -> @Sendable (PostgresConnection) async throws -> Result {
         { [self] connection in
             try await connection.transaction(begin, logger: logger) {
-                try await beforeRole?(connection, logger)
-                try await connection.query(setRole, logger: logger)
+                try await enter(on: connection, logger: logger)
                 return try await body(connection)
             }
         }
+    }
+
+    /// Runs ``beforeRole`` and sets the role, first in a transaction that the caller began:
+    /// for a transaction that does not go through ``wrap(_:logger:begin:)``.
+    func enter(on connection: PostgresConnection, logger: Logger) async throws {
+        try await beforeRole?(connection, logger)
+        try await connection.query(setRole, logger: logger)
     }
 }
 

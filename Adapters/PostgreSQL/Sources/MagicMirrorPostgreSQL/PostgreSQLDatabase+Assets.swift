@@ -167,12 +167,16 @@ extension PostgreSQLDatabase: AssetDatabase {
     private func storeAsset(in zone: ZoneID, next: () throws -> Data) async throws -> Asset {
         let key = ZoneKey(zone)
         let logger = logger
-        let writer = writerID
+        // A relay's upload is held for its client's writer, whose commits release it.
+        let writer = PostgreSQLActingUser.current?.writerID ?? writerID
         let base = baseGeneration
         do {
             let lockKey = try await presence.key()
-            // Not through the link's check: `next` is not `Sendable`.
+            // Not through the link's check: `next` is not `Sendable`. A relay's request acts
+            // as its user here too (never as the relay's own role).
+            let acting = PostgreSQLActingUser.current
             return try await link.client.withTransaction(logger: logger) { connection in
+                try await acting?.enter(on: connection, logger: logger)
                 let upload = try await AssetRows.Upload(
                     key, baseGeneration: base, zone: zone, on: connection, logger: logger)
                 var hash = SHA256()

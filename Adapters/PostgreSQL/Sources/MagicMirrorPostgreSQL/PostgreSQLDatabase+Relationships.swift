@@ -39,7 +39,9 @@ extension PostgreSQLDatabase: RelationshipDatabase {
         do {
             let link = link
             try await withDeadline(serverDeadline, "storing the delete rules of \(referringType)") {
-                _ = try await link.client.query(
+                // Through the link, so that a relay's request runs as its user.
+                try await link.withConnection { connection in
+                    _ = try await connection.query(
                     """
                     WITH gone AS (
                         DELETE FROM magicmirror.delete_rules
@@ -56,6 +58,7 @@ extension PostgreSQLDatabase: RelationshipDatabase {
                     WHERE (delete_rules.cardinality, delete_rules.target_type, delete_rules.action)
                         IS DISTINCT FROM (EXCLUDED.cardinality, EXCLUDED.target_type, EXCLUDED.action)
                     """, logger: logger)
+                }
             }
         } catch {
             throw PostgreSQLErrors.mirrorError(error, "storing the delete rules of \(referringType)", zone: zone)

@@ -129,12 +129,16 @@ enum SharedRows {
     ) async throws {
         let key = ZoneKey(zone)
         do {
-            try await link.client.query(
-                """
-                DELETE FROM magicmirror.shares
-                WHERE owner = \(key.owner) AND record_type = \(key.recordType) AND recipient = \(recipient)
-                  AND id = ANY(\(ids)::text[])
-                """, logger: logger)
+            // Through the link, so that a relay's request runs as its user (never as the
+            // relay's own role, which owns no share and would revoke nothing).
+            try await link.withConnection { connection in
+                _ = try await connection.query(
+                    """
+                    DELETE FROM magicmirror.shares
+                    WHERE owner = \(key.owner) AND record_type = \(key.recordType) AND recipient = \(recipient)
+                      AND id = ANY(\(ids)::text[])
+                    """, logger: logger)
+            }
         } catch {
             throw PostgreSQLErrors.mirrorError(error, "revoking shares of \(zone) from \(recipient)", zone: zone)
         }
