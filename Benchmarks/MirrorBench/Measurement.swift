@@ -119,7 +119,7 @@ enum Output {
             let name = r.variant.map { "\(r.name) (\($0))" } ?? r.name
             var figure: String
             if let clients = r.clients, let perClient = r.kibPerClient, let rss = r.relayRSSMiB {
-                figure = String(format: "%d clients: %.1f KiB/client, RSS %.0f MiB, %d fds, ", clients, perClient, rss, r.descriptors ?? -1)
+                figure = String(format: "%ld clients: %.1f KiB/client, RSS %.0f MiB, %ld fds, ", clients, perClient, rss, r.descriptors ?? -1)
                     + ((r.allAnswered ?? false) ? "all answered" : "NOT all answered")
                     + (r.maxMillis.map { String(format: ", longest poll %.2f s", $0 / 1000) } ?? "")
             } else if let rate = r.commitsPerSecond, let p99 = r.p99Millis {
