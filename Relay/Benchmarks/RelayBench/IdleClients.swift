@@ -11,8 +11,8 @@ import Synchronization
 /// open and polling again when answered (the heartbeat, every `RelayWire.pollSeconds`).
 ///
 /// Clients are added in steps. At each step, once every client has connected and been
-/// answered with a heartbeat to a poll sent after the last one connected, the bench reads the relay's
-/// resident memory and open descriptors. Each user has at most
+/// answered with a heartbeat to a poll sent after the last one connected, the bench reads
+/// the relay's resident memory and open descriptors. Each user has at most
 /// `maximumSessionsPerUser` sessions (the relay's cap), and each client watches a private
 /// zone of its own user that no other client watches.
 enum IdleClients {
