@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "mirror-relay", targets: ["mirror-relay"]),
         .executable(name: "mirror-todo-relay", targets: ["mirror-todo-relay"]),
+        .executable(name: "relay-bench", targets: ["relay-bench"]),
         .library(name: "MirrorRelayServer", targets: ["MirrorRelayServer"]),
     ],
     dependencies: [
@@ -56,6 +57,26 @@ let package = Package(
             ],
             path: "Examples/TodoRelay"
         ),
+        // The relay's benchmark: Adapters/PostgreSQL/Scripts/with-postgres.sh swift run -c release
+        // --package-path Relay relay-bench. Measurement.swift is a link to mirror-bench's, so that the
+        // --json shape is the same. Its clients are SwiftNIO channels (NIOPosix, NIOHTTP1: from the
+        // graph, through Hummingbird), since one URLSession task per client cannot hold thousands.
+        .executableTarget(
+            name: "relay-bench",
+            dependencies: [
+                // Built beside the bench (not linked), which starts it.
+                "mirror-relay",
+                .product(name: "MagicMirror", package: "MagicMirror"),
+                .product(name: "MagicMirrorRelay", package: "MagicMirror"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Benchmarks/RelayBench"
+        ),
         // Against real relay processes and a throwaway server: run by Scripts/test-all.sh.
         .testTarget(
             name: "MirrorRelayTests",
@@ -78,6 +99,11 @@ let package = Package(
 for target in package.targets {
     var settings = target.swiftSettings ?? []
     settings.append(.enableUpcomingFeature("ExistentialAny"))
-    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    // Not for relay-bench: in its release build, the `timespec` of mirror-bench's shared
+    // Measurement.swift resolves to CoreFoundation's, which that file (shared with the root
+    // package and the adapter) does not import.
+    if target.name != "relay-bench" {
+        settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    }
     target.swiftSettings = settings
 }

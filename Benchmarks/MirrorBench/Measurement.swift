@@ -36,6 +36,14 @@ struct BenchResult: Encodable {
     var comparedPeakResidentMiB: Double?
     var comparedSeconds: Double?
     var memoryRatio: Double?
+    // Connections one server holds (relay-bench idle-clients): how many, the server's memory
+    // per client above its memory with none, its resident memory and open descriptors, and
+    // whether every client was answered within the protocol's dead-link window.
+    var clients: Int?
+    var kibPerClient: Double?
+    var relayRSSMiB: Double?
+    var descriptors: Int?
+    var allAnswered: Bool?
 }
 
 /// Monotonic time in seconds.
@@ -110,7 +118,11 @@ enum Output {
         for r in results {
             let name = r.variant.map { "\(r.name) (\($0))" } ?? r.name
             var figure: String
-            if let rate = r.commitsPerSecond, let p99 = r.p99Millis {
+            if let clients = r.clients, let perClient = r.kibPerClient, let rss = r.relayRSSMiB {
+                figure = String(format: "%ld clients: %.1f KiB/client, RSS %.0f MiB, %ld fds, ", clients, perClient, rss, r.descriptors ?? -1)
+                    + ((r.allAnswered ?? false) ? "all answered" : "NOT all answered")
+                    + (r.maxMillis.map { String(format: ", longest poll %.2f s", $0 / 1000) } ?? "")
+            } else if let rate = r.commitsPerSecond, let p99 = r.p99Millis {
                 figure = String(format: "%.0f commits/s, p99 %.2f ms", rate, p99)
             } else if let perOp = r.perOpMicros {
                 figure = String(format: "%.1f µs/op", perOp)
