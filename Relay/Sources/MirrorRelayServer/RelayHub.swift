@@ -13,7 +13,8 @@ import Synchronization
 /// - `sessions`: per user and session id, the zones watched, the queue (``HintQueue``: at
 ///   most one hint per zone and reason), the waiting poll's wake-up, and when the session
 ///   last polled;
-/// - `watches`: per user and zone, the subscription and the sessions that watch it.
+/// - `watches`: per user and zone, the subscription and the sessions that watch it;
+/// - `bySubject`: the sessions of each user (an index of `sessions`).
 ///
 /// A session that has not polled for `RelayWire.deadLinkSeconds` is forgotten by
 /// ``sweep()``, and a subscription no session watches is cancelled. Memory is bounded by
@@ -42,6 +43,10 @@ final class RelayHub: Sendable {
     private struct State {
         var sessions: [SessionKey: Session] = [:]
         var watches: [WatchKey: Watch] = [:]
+        /// The keys of `sessions`, by user: a poll checks its user's limits without going
+        /// through every session of every user (with thousands of clients that walk, under
+        /// this mutex, was most of the relay's work).
+        var bySubject: [String: Set<SessionKey>] = [:]
     }
 
     private let state = Mutex(State())
@@ -147,18 +152,20 @@ final class RelayHub: Sendable {
     ///   than allowed.
     private func register(_ key: SessionKey, zones: [RelayWire.ZoneToken]) throws -> [RelayWire.ZoneToken] {
         let dropped = try state.withLock { state -> [MirrorCancellable] in
-            let others = state.sessions.filter { $0.key.subject == key.subject && $0.key != key }
+            let others = (state.bySubject[key.subject] ?? []).subtracting([key])
             guard state.sessions[key] != nil || others.count < Self.maximumSessionsPerSubject else {
                 throw RelayFailure(
                     .tooManyRequests, "tooManyRequests",
                     "a user watches through at most \(Self.maximumSessionsPerSubject) sessions at once")
             }
-            guard others.values.reduce(zones.count, { $0 + $1.zones.count }) <= Self.maximumZonesPerSubject else {
+            guard others.reduce(zones.count, { $0 + (state.sessions[$1]?.zones.count ?? 0) }) <= Self.maximumZonesPerSubject
+            else {
                 throw RelayFailure(
                     .tooManyRequests, "tooManyRequests",
                     "a user watches at most \(Self.maximumZonesPerSubject) zones over all sessions")
             }
             var session = state.sessions[key] ?? Session()
+            state.bySubject[key.subject, default: []].insert(key)
             session.registering += 1
             let wanted = Set(zones.map(\.zone))
             let gone = session.zones.subtracting(wanted)
@@ -253,6 +260,8 @@ final class RelayHub: Sendable {
             var dropped: [MirrorCancellable] = []
             for (key, session) in dead {
                 state.sessions[key] = nil
+                state.bySubject[key.subject]?.remove(key)
+                if state.bySubject[key.subject]?.isEmpty == true { state.bySubject[key.subject] = nil }
                 dropped += session.zones.compactMap { leave(&state, key, zone: $0) }
             }
             // Watches left with no live session (none should be): cancelled too.
