@@ -30,6 +30,10 @@ final class RelayHub: Sendable {
         var lastSeen = ContinuousClock.now
         /// Polls of the session still registering zones: such a session is never swept.
         var registering = 0
+        /// How many zones the session's last poll named: what counts against its user's
+        /// limit, from the moment the poll is accepted (its zones are subscribed one by
+        /// one after that, so polls sent at once could each pass a count of subscribed zones).
+        var requested = 0
         /// Per zone, the latest token of a hint queued for the session: a poll naming an
         /// older one did not get that hint (its answer was lost on the way), and gets it again.
         var latest: [ZoneID: ChangeToken] = [:]
@@ -158,7 +162,7 @@ final class RelayHub: Sendable {
                     .tooManyRequests, "tooManyRequests",
                     "a user watches through at most \(Self.maximumSessionsPerSubject) sessions at once")
             }
-            guard others.reduce(zones.count, { $0 + (state.sessions[$1]?.zones.count ?? 0) }) <= Self.maximumZonesPerSubject
+            guard others.reduce(zones.count, { $0 + (state.sessions[$1]?.requested ?? 0) }) <= Self.maximumZonesPerSubject
             else {
                 throw RelayFailure(
                     .tooManyRequests, "tooManyRequests",
@@ -167,6 +171,7 @@ final class RelayHub: Sendable {
             var session = state.sessions[key] ?? Session()
             state.bySubject[key.subject, default: []].insert(key)
             session.registering += 1
+            session.requested = zones.count
             let wanted = Set(zones.map(\.zone))
             let gone = session.zones.subtracting(wanted)
             session.zones = session.zones.intersection(wanted)

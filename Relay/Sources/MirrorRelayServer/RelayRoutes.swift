@@ -72,6 +72,15 @@ struct RelayRoutes: Sendable {
             try await serve(request, RelayWire.ShareRequest.self) { body, database, subject in
                 try Self.checkOwn(body.zone, subject: subject, "share records of")
                 let recipient = try Self.user(body.recipient)
+                // The ids' names first (the rules of a commit's ids), so that a malformed
+                // request is a 400 whoever it names.
+                try RecordOperation.validate(
+                    Set(body.ids).map { .delete($0, baseVersion: 0, timestamp: HLCTimestamp(millis: 0, counter: 0)) }, in: body.zone)
+                guard RelayTokens.problem(withSubject: body.recipient) == nil, try await users.isUser(body.recipient) else {
+                    throw RelayFailure(
+                        .notFound, "notFound",
+                        "\(body.recipient) is no user of this relay: a share names a user who has used it (the subject of a token)")
+                }
                 try await database.share(body.ids, in: body.zone, with: recipient, access: body.access)
                 return json(RelayWire.Done())
             }

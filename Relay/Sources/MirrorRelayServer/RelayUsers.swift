@@ -68,6 +68,21 @@ final class RelayUsers: Sendable {
         }
     }
 
+    /// Whether `name` is a user of this relay (a subject it provisioned, in this process or
+    /// before): the only users a share may name, so that a share reaches neither the relay's
+    /// own role nor a role of the server's, and says nothing of which roles exist.
+    func isUser(_ name: String) async throws -> Bool {
+        if databases.withLock({ $0[name] != nil }) { return true }
+        let found = Mutex(false)
+        try await RelaySetup.withAdminConnection(url, environment: environment) { connection, logger in
+            for try await _ in try await connection.query(
+                "SELECT 1 FROM magicmirror_relay.users WHERE subject = \(name)", logger: logger) {
+                found.withLock { $0 = true }
+            }
+        }
+        return found.withLock { $0 }
+    }
+
     private static func provision(_ subject: String, url: String, environment: [String: String]) async throws {
         do {
             try await RelaySetup.withAdminConnection(url, environment: environment) { connection, logger in
