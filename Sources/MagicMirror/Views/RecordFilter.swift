@@ -8,15 +8,14 @@
 /// let milk = RecordFilter<Todo> { $0.title.contains("milk") }
 /// ```
 ///
-/// > Important: The predicate runs on the thread that changed the mirror, once per changed
-/// > record, so keep it quick. It runs with no lock of the mirror or its views held, so it
-/// > may read them (see ``LiveView``).
+/// > Important: The predicate runs while the mirror is locked, for each changed record: it
+/// > must be quick and must not read or change the mirror or its views.
 public struct RecordFilter<Record: Recordable>: Sendable {
     let isIncluded: @Sendable (Record) -> Bool
 
     /// A filter that keeps the records for which `isIncluded` returns `true`.
     ///
-    /// - Parameter isIncluded: Decides for one record; quick.
+    /// - Parameter isIncluded: Decides for one record; quick, and must not touch the mirror.
     public init(_ isIncluded: @escaping @Sendable (Record) -> Bool) {
         self.isIncluded = isIncluded
     }
