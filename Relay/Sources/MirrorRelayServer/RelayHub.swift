@@ -242,9 +242,8 @@ final class RelayHub: Sendable {
             for key in sessions {
                 guard state.sessions[key]?.zones.contains(notification.zone) == true else { continue }
                 state.sessions[key]?.queue.add(notification)  // in place: no copy of the queue
-                if let latest = state.sessions[key]?.latest[notification.zone],
-                   latest.generation == notification.token.generation, latest >= notification.token
-                {} else {
+                let latest = state.sessions[key]?.latest[notification.zone]
+                if latest.map({ $0.generation != notification.token.generation || $0 < notification.token }) ?? true {
                     state.sessions[key]?.latest[notification.zone] = notification.token
                 }
                 if let wake = state.sessions[key]?.wake { wakes.append(wake) }

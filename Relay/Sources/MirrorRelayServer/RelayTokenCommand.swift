@@ -18,14 +18,6 @@ public enum RelayTokenCommand {
           --audience AUDIENCE      the relay's audience                         MIRROR_RELAY_AUDIENCE
         """
 
-    /// The payload it signs: what the relay checks.
-    struct Claims: JWTPayload {
-        var sub: SubjectClaim
-        var exp: ExpirationClaim
-        var aud: AudienceClaim
-        func verify(using algorithm: some JWTAlgorithm) async throws {}
-    }
-
     /// The token the arguments ask for.
     ///
     /// - Throws: ``RelayConfiguration/Problem`` naming the flag or variable that is missing
@@ -67,8 +59,8 @@ public enum RelayTokenCommand {
         let keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
         return try await keys.sign(
-            Claims(
+            RelayTokens.Claims(
                 sub: SubjectClaim(value: subject), exp: ExpirationClaim(value: now.addingTimeInterval(TimeInterval(lifetime))),
-                aud: AudienceClaim(value: [audience])))
+                aud: AudienceClaim(value: [audience]), nbf: nil))
     }
 }
