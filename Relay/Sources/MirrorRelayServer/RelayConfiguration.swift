@@ -25,6 +25,9 @@ public struct RelayConfiguration: Sendable {
     public var maximumTokenLifetime = 24 * 3600
     /// The largest asset a client may upload, in bytes (256 MiB unless `--max-asset-bytes`).
     public var maximumAssetBytes = 256 * 1024 * 1024
+    /// The most bytes of request bodies held in memory at once (256 MiB unless
+    /// `--max-inflight-bytes`): past it, a request is answered 503 and sent again.
+    public var maximumInflightBytes = 256 * 1024 * 1024
 
     /// The text of `mirror-relay --help`.
     public static let help = """
@@ -43,6 +46,9 @@ public struct RelayConfiguration: Sendable {
           --connections N          pooled connections to the server (default 8)
           --max-token-lifetime S   refuse tokens valid for more than S seconds (default 86400)
           --max-asset-bytes N      refuse asset uploads over N bytes (default 268435456, 256 MiB)
+          --max-inflight-bytes N   hold at most N bytes of request bodies at once, answering 503
+                                   past it (default 268435456, 256 MiB); a commit is at most
+                                   the smaller of this and 96 MiB
           --help                   this text
 
         setup, run once by an administrator (a superuser or a role with CREATEROLE):
@@ -71,7 +77,8 @@ public struct RelayConfiguration: Sendable {
             if flag == "--es256-public-key" { keys.append(arguments[index + 1]) } else { flags[flag] = arguments[index + 1] }
             index += 2
         }
-        let known: Set = ["--database-url", "--listen", "--hs256-secret", "--audience", "--connections", "--max-token-lifetime", "--max-asset-bytes"]
+        let known: Set = ["--database-url", "--listen", "--hs256-secret", "--audience", "--connections", "--max-token-lifetime", "--max-asset-bytes",
+            "--max-inflight-bytes"]
         if let unknown = flags.keys.first(where: { !known.contains($0) }) {
             throw Problem("unknown option \(unknown) (see mirror-relay --help)")
         }
@@ -116,6 +123,12 @@ public struct RelayConfiguration: Sendable {
         if let text = flags["--max-asset-bytes"] {
             guard let bytes = Int(text), bytes > 0 else { throw Problem("--max-asset-bytes takes a number of bytes") }
             maximumAssetBytes = bytes
+        }
+        if let text = flags["--max-inflight-bytes"] {
+            guard let bytes = Int(text), bytes >= 64 * 1024 else {
+                throw Problem("--max-inflight-bytes takes a number of bytes, at least 65536")
+            }
+            maximumInflightBytes = bytes
         }
     }
 }

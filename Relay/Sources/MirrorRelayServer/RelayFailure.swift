@@ -10,10 +10,13 @@ import NIOCore
 struct RelayFailure: Error, Sendable {
     let status: HTTPResponse.Status
     let detail: RelayWire.ErrorBody.Detail
+    /// When to send the request again, for a 503 the relay expects to pass soon.
+    var retryAfterSeconds: Int?
 
-    init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
+    init(_ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfterSeconds: Int? = nil) {
         self.status = status
         detail = RelayWire.ErrorBody.Detail(code: code, message: message, nothingStored: true)
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     static func unauthorized(_ message: String) -> RelayFailure { RelayFailure(.unauthorized, "unauthorized", message) }
@@ -37,7 +40,9 @@ struct RelayFailure: Error, Sendable {
         default:
             failure = RelayFailure(.internalServerError, "unavailable", "the relay failed to serve the request")
         }
-        return json(RelayWire.ErrorBody(failure.detail), status: failure.status)
+        var response = json(RelayWire.ErrorBody(failure.detail), status: failure.status)
+        if let seconds = failure.retryAfterSeconds { response.headers[.retryAfter] = "\(seconds)" }
+        return response
     }
 
     /// A `MirrorError` as an answer: client errors 4xx, the database's state 503.

@@ -26,6 +26,8 @@ struct RelayRoutes: Sendable {
     let hub: RelayHub
     /// The largest asset an upload may carry (`--max-asset-bytes`).
     let maximumAssetBytes: Int
+    /// The request bodies held at once (`--max-inflight-bytes`).
+    let budget: RelayBodyBudget
     let logger: Logger
 
     func add(to router: Router<BasicRequestContext>) {
@@ -102,7 +104,8 @@ struct RelayRoutes: Sendable {
         addAssets(to: router)
         router.post("v1/watch") { request, _ in
             let subject = try await tokens.subject(authorization: request.headers[.authorization])
-            let body = try await decode(request, RelayWire.WatchRequest.self, limit: Self.maximumRequestBytes)
+            // The body is small and read at once: it is not held while the poll waits.
+            let body = try await withBody(request, RelayWire.WatchRequest.self, limit: Self.maximumRequestBytes) { $0 }
             let database = try await users.database(for: subject)
             return json(RelayWire.Hints(hints: try await hub.poll(body, subject: subject, database: database)))
         }
@@ -113,12 +116,7 @@ struct RelayRoutes: Sendable {
         _ request: Request, _ type: Body.Type,
         _ handle: @escaping @Sendable (Body, PostgreSQLDatabase) async throws -> Response
     ) async throws -> Response {
-        let subject = try await tokens.subject(authorization: request.headers[.authorization])
-        let body = try await decode(request, type, limit: Self.maximumRequestBytes)
-        let database = try await users.database(for: subject)
-        return try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: subject)) {
-            try await handle(body, database)
-        }
+        try await serve(request, type) { body, database, _ in try await handle(body, database) }
     }
 
     /// A request as the subject, whose `handle` is told the subject.
@@ -127,10 +125,11 @@ struct RelayRoutes: Sendable {
         _ handle: @escaping @Sendable (Body, PostgreSQLDatabase, String) async throws -> Response
     ) async throws -> Response {
         let subject = try await tokens.subject(authorization: request.headers[.authorization])
-        let body = try await decode(request, type, limit: Self.maximumRequestBytes)
-        let database = try await users.database(for: subject)
-        return try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: subject)) {
-            try await handle(body, database, subject)
+        return try await withBody(request, type, limit: Self.maximumRequestBytes) { body in
+            let database = try await users.database(for: subject)
+            return try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: subject)) {
+                try await handle(body, database, subject)
+            }
         }
     }
 
@@ -160,8 +159,12 @@ struct RelayRoutes: Sendable {
     /// answered with the stored records (`replayed`).
     private func commit(_ request: Request) async throws -> Response {
         let subject = try await tokens.subject(authorization: request.headers[.authorization])
-        let body = try await decode(request, RelayWire.CommitRequest.self, limit: Self.maximumCommitBytes)
-        let key = request.headers[CommitClaim.header]
+        return try await withBody(request, RelayWire.CommitRequest.self, limit: Self.maximumCommitBytes) { body in
+            try await commit(body, subject: subject, key: request.headers[CommitClaim.header])
+        }
+    }
+
+    private func commit(_ body: RelayWire.CommitRequest, subject: String, key: String?) async throws -> Response {
         if let key {
             guard (1...128).contains(key.utf8.count),
                 key.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "-") })
@@ -208,21 +211,6 @@ struct RelayRoutes: Sendable {
             ) { try await database.commit(operations, to: body.zone) }
             logger.info("replayed a commit", metadata: ["subject": "\(subject)", "key": "\(key ?? "")"])
             return json(RelayWire.CommitResponse(outcome, replayed: true))
-        }
-    }
-
-    /// The request's body as `type`, at most `limit` bytes.
-    func decode<Body: Decodable>(_ request: Request, _ type: Body.Type, limit: Int) async throws -> Body {
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: limit)
-        } catch {
-            throw RelayFailure(.contentTooLarge, "payloadTooLarge", "the request's body is larger than \(limit) bytes")
-        }
-        do {
-            return try JSONDecoder().decode(type, from: Data(buffer.readableBytesView))
-        } catch {
-            throw RelayFailure.badRequest("the request's body is not a \(type) in JSON: \(error)")
         }
     }
 }

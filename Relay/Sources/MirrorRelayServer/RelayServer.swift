@@ -19,7 +19,8 @@ public enum RelayServer {
         let hub = RelayHub()
         let routes = RelayRoutes(
             tokens: try await RelayTokens.make(configuration), users: users, hub: hub,
-            maximumAssetBytes: configuration.maximumAssetBytes, logger: logger)
+            maximumAssetBytes: configuration.maximumAssetBytes,
+            budget: RelayBodyBudget(limit: configuration.maximumInflightBytes), logger: logger)
         let router = Router()
         router.add(middleware: RelayErrorMiddleware())
         routes.add(to: router)

@@ -88,6 +88,17 @@ final class RelayUsers: Sendable {
             try await RelaySetup.withAdminConnection(url, environment: environment) { connection, logger in
                 // The function's error comes with its rows: read them.
                 for try await _ in try await connection.query("SELECT magicmirror_relay.provision(\(subject))", logger: logger) {}
+                // The rows end before the statement's transaction commits; a statement after it
+                // on the same connection runs once it has, so the role is the relay's to set
+                // on every connection when this returns (without it, a request on another
+                // connection could be refused "permission denied to set role").
+                var member = false
+                for try await (granted) in try await connection.query(
+                    "SELECT pg_catalog.pg_has_role(\(subject), 'MEMBER')", logger: logger
+                ).decode(Bool.self) { member = granted }
+                guard member else {
+                    throw RelayFailure(.forbidden, "permissionDenied", "the relay cannot act for this subject: it is not a member of its role")
+                }
             }
         } catch let error as PSQLError {
             let message = error.serverInfo?[.message] ?? "the server refused"

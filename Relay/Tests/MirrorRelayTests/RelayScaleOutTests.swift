@@ -22,6 +22,36 @@ struct RelayScaleOutTests {
             maximumRetryDelay: .seconds(2))
     }
 
+    /// Users first seen by two relays at once are provisioned once, and each relay acts for
+    /// them at once: one provision of a subject at a time across relays, and a role the
+    /// relay may set on every connection when its provision returns.
+    @Test func usersFirstSeenByTwoRelaysAtOnceAreServedByBoth() async throws {
+        try await RunningRelay.with { first in
+            let second = try await RunningRelay.start(sharing: first)
+            defer { second.process.kill() }
+            let subjects = (0..<20).map { _ in RelayTestServer.uniqueName("user") }
+            let failures = try await withThrowingTaskGroup(of: String?.self) { group in
+                for subject in subjects {
+                    for relay in [first, second] {
+                        group.addTask {
+                            do {
+                                _ = try await relay.client(subject).currentToken(in: .private("Todo", user: subject))
+                                return nil
+                            } catch {
+                                return "\(subject): \(error)"
+                            }
+                        }
+                    }
+                }
+                return try await group.reduce(into: [String]()) { if let failure = $1 { $0.append(failure) } }
+            }
+            #expect(failures.isEmpty, "\(failures)")
+            let provisioned = try await first.admin("SELECT subject FROM magicmirror_relay.users ORDER BY subject")
+            #expect(provisioned == subjects.sorted())
+            await second.stop(keepingDatabase: true)
+        }
+    }
+
     @Test func twoClientsThroughTwoRelaysBehindABalancerConverge() async throws {
         try await RunningRelay.with { first in
             let second = try await RunningRelay.start(sharing: first)

@@ -196,8 +196,10 @@ final class RunningRelay: Sendable {
     }
 
     /// Runs `body` with a relay that is stopped afterwards, whatever happens.
-    static func with<Result: Sendable>(_ body: (RunningRelay) async throws -> Result) async throws -> Result {
-        let relay = try await start()
+    static func with<Result: Sendable>(
+        extraArguments: [String] = [], _ body: (RunningRelay) async throws -> Result
+    ) async throws -> Result {
+        let relay = try await start(extraArguments: extraArguments)
         do {
             let result = try await body(relay)
             await relay.stop()
