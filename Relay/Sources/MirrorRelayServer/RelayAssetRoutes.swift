@@ -19,8 +19,9 @@ extension RelayRoutes {
         router.post("v1/assets/store") { request, _ in try await storeAsset(request) }
         router.post("v1/assets/contents") { request, _ in try await assetContents(request) }
         router.post("v1/assets/collect") { request, _ in
-            try await serve(request, RelayWire.CollectRequest.self) { body, database in
-                json(RelayWire.Collected(removed: try await database.removeUnreferencedAssets(in: body.zone)))
+            try await serve(request, RelayWire.CollectRequest.self) { body, database, subject in
+                try Self.checkOwn(body.zone, subject: subject, "collect the assets of")
+                return json(RelayWire.Collected(removed: try await database.removeUnreferencedAssets(in: body.zone)))
             }
         }
     }

@@ -120,7 +120,7 @@ struct RelayRoutes: Sendable {
     }
 
     /// A request as the subject, whose `handle` is told the subject.
-    private func serve<Body: Decodable & Sendable>(
+    func serve<Body: Decodable & Sendable>(
         _ request: Request, _ type: Body.Type,
         _ handle: @escaping @Sendable (Body, PostgreSQLDatabase, String) async throws -> Response
     ) async throws -> Response {
@@ -134,14 +134,16 @@ struct RelayRoutes: Sendable {
     }
 
     /// Refuses a private or shared zone of another user than `subject` (403
-    /// `permissionDenied`): a user shares, revokes and lists only their own zones' shares.
-    /// Row-level security would show such a request nothing; the relay says so instead.
+    /// `permissionDenied`): a user commits to, shares, revokes, lists the shares of and
+    /// collects the assets of their own zones only. Row-level security would refuse each
+    /// row, or show such a request nothing; the relay says so instead, also where no row is
+    /// reached (an empty commit).
     static func checkOwn(_ zone: ZoneID, subject: String, _ action: String) throws {
         guard zone.scope != .public, zone.user != subject else { return }
         throw RelayFailure(MirrorError(
             .permissionDenied,
             "\(subject) may not \(action) zone \(zone): it is \(zone.user.map { "user \($0)'s" } ?? "no user's") "
-                + "\(zone.scope) zone, and a user shares only their own records",
+                + "\(zone.scope) zone, and a user acts on their own zones only",
             recordType: zone.recordType, scope: zone.scope))
     }
 
@@ -165,6 +167,9 @@ struct RelayRoutes: Sendable {
     }
 
     private func commit(_ body: RelayWire.CommitRequest, subject: String, key: String?) async throws -> Response {
+        // Row-level security refuses every operation in another user's zone; an empty commit
+        // reaches no row, and would be answered with the zone's token.
+        try Self.checkOwn(body.zone, subject: subject, "write")
         if let key {
             guard (1...128).contains(key.utf8.count),
                 key.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == "-") })

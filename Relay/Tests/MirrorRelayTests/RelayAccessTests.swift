@@ -36,6 +36,11 @@ struct RelayAccessTests {
                 try await bob.commit([Self.save("secret", 3, base: 1)], to: alicesZone)
             }
             #expect(overwrite.kind == .permissionDenied)
+            // An empty commit, which reaches no row, and a collection of assets: refused too.
+            let empty = try await #require(throws: MirrorError.self) { try await bob.commit([], to: alicesZone) }
+            #expect(empty.kind == .permissionDenied)
+            let collect = try await #require(throws: MirrorError.self) { try await bob.removeUnreferencedAssets(in: alicesZone) }
+            #expect(collect.kind == .permissionDenied)
             let alicesRecords = try await alice.fetchAll(in: alicesZone).records
             #expect(alicesRecords.map(\.id) == ["secret"])
             #expect(alicesRecords.first?.version == 1)

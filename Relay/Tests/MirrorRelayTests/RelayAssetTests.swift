@@ -122,7 +122,8 @@ struct RelayAssetTests {
             #expect(store.message.contains("\(bobName) may not store an asset in"), "\(store.message)")
             // Collecting alice's zone as bob removes nothing of hers.
             try await alice.commit([.delete("p", baseVersion: 1, timestamp: HLCTimestamp(millis: 2_000, counter: 0))], to: alicesZone)
-            _ = try await bob.removeUnreferencedAssets(in: alicesZone)
+            let collect = try await #require(throws: MirrorError.self) { try await bob.removeUnreferencedAssets(in: alicesZone) }
+            #expect(collect.kind == .permissionDenied)
             #expect(try await Self.storedAssets(relay) == ["\(aliceName) 13"])
             var bytes = Data()
             for try await piece in alice.contents(of: asset, in: alicesZone, chunkSize: 1024) { bytes += piece }
