@@ -176,6 +176,7 @@ final class RelayHub: Sendable {
             let gone = session.zones.subtracting(wanted)
             session.zones = session.zones.intersection(wanted)
             session.queue.remove(zones: gone)
+            for zone in gone { session.latest[zone] = nil }
             session.lastSeen = .now
             state.sessions[key] = session
             return gone.compactMap { leave(&state, key, zone: $0) }
