@@ -100,7 +100,16 @@ extension RelayRoutes {
         let database = try await users.database(for: subject)
         let acting = PostgreSQLActingUser(role: subject)
         let pieces = RelayAssetPieces(database.contents(of: body.asset, in: body.zone, chunkSize: Self.assetPieceBytes))
-        let first = try await PostgreSQLActingUser.$current.withValue(acting) { try await pieces.next() }
+        let first: Data?
+        do {
+            first = try await PostgreSQLActingUser.$current.withValue(acting) { try await pieces.next() }
+        } catch let error as MirrorError where error.kind == .corruptEntry {
+            // Before the first piece, bytes that are not the asset's mean a size the request
+            // got wrong (a digest names one content): no such asset, as for any other.
+            throw RelayFailure(MirrorError(
+                .notFound, "\(body.asset) is not stored in \(body.zone): \(error.message)",
+                recordType: body.zone.recordType, scope: body.zone.scope))
+        }
         if body.cached == true { return Response(status: .noContent) }
         return Response(
             status: .ok, headers: [.contentType: "application/octet-stream"],

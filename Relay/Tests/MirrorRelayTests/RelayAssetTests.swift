@@ -178,6 +178,14 @@ struct RelayAssetTests {
             }
             let badDownload = try await relay.send("/v1/assets/contents", body: Data("{\"zone\":1}".utf8), token: token)
             #expect(badDownload.status == 400)
+            // The stored asset's digest with another size: no such asset.
+            for size in [1, 2 * 1_048_576] {
+                let request = "{\"zone\":" + String(decoding: try JSONEncoder().encode(zone), as: UTF8.self)
+                    + ",\"asset\":{\"$asset\":\"\(atLimit.digest)\",\"size\":\(size)}}"
+                let wrongSize = try await relay.send("/v1/assets/contents", body: Data(request.utf8), token: token)
+                #expect(wrongSize.status == 404, "\(size): \(String(decoding: wrongSize.body, as: UTF8.self))")
+                #expect(RelayHostileInputTests.code(wrongSize.body) == "notFound", "\(size)")
+            }
             #expect(try await Self.storedAssets(relay) == ["\(aliceName) 1048576"])
         } catch {
             await relay.stop()
