@@ -4,39 +4,43 @@ import MagicMirror
 import PostgresNIO
 import Synchronization
 
-/// Says to every process that this database is alive, so that a collection keeps the assets
-/// it stored and has not committed a record for yet (`magicmirror.asset_holds`).
+/// Says to every process that this process is alive, so that a collection keeps the assets
+/// its databases stored and have not committed a record for yet (`magicmirror.asset_holds`).
 ///
-/// Started by the first store, it holds one connection of its own (not the pool's) that holds an advisory lock
-/// (``AssetRows/presenceLockSpace``, ``key()``) and listens on it, so that it learns when
-/// the connection is lost: it then connects again and takes the lock again (a new key, and
-/// its holds moved to it, if another writer took the old one meanwhile). The server drops
-/// the lock when the process dies or its connection is cut, which is what lets a collection
-/// remove what a dead writer left behind.
+/// One per ``ServerLink``, shared by every database of the link (so a process, or a relay
+/// storing for thousands of users, holds one such connection per endpoint, not one per
+/// database). Started by the first store, it holds one connection of its own (not the
+/// pool's) that holds an advisory lock (``AssetRows/presenceLockSpace``,
+/// ``key(for:)``) and listens on it, so that it learns when the connection is lost: it
+/// then connects again and takes the lock again (a new key, and the holds of the writers
+/// it stored for moved to it, if another process took the old one meanwhile). The server
+/// drops the lock when the process dies or its connection is cut, which is what lets a
+/// collection remove what a dead writer left behind.
 final class AssetPresence: Sendable {
     private struct State {
         var key: Int32?
         var waiters: [CheckedContinuation<Int32, any Error>] = []
         var task: Task<Void, Never>?
         var stopped = false
+        /// The writers whose holds carry the key: moved with it.
+        var writers: Set<String> = []
     }
 
     private let link: ServerLink
     private let logger: Logger
-    private let writer: String
     private let state = Mutex(State())
 
-    init(link: ServerLink, logger: Logger, writer: String) {
+    init(link: ServerLink, logger: Logger) {
         self.link = link
         self.logger = logger
-        self.writer = writer
     }
 
-    /// The key of the lock this process holds, once it holds it.
-    func key() async throws -> Int32 {
+    /// The key of the lock this process holds, once it holds it, for holds of `writer`.
+    func key(for writer: String) async throws -> Int32 {
         try await withCheckedThrowingContinuation { continuation in
             let ready: Result<Int32, any Error>? = state.withLock { state in
                 if state.stopped { return .failure(MirrorError(.unavailable, "the database is closed")) }
+                state.writers.insert(writer)
                 if let key = state.key { return .success(key) }
                 state.waiters.append(continuation)
                 if state.task == nil { state.task = Task { [weak self] in await self?.hold() } }
@@ -103,8 +107,9 @@ final class AssetPresence: Sendable {
             key = Int32.random(in: 1...Int32.max)
         }
         if let previous, previous != key {
+            let writers = state.withLock { Array($0.writers) }
             try await connection.query(
-                "UPDATE magicmirror.asset_holds SET lock_key = \(key) WHERE writer = \(writer)", logger: logger)
+                "UPDATE magicmirror.asset_holds SET lock_key = \(key) WHERE writer = ANY(\(writers))", logger: logger)
         }
         return key
     }

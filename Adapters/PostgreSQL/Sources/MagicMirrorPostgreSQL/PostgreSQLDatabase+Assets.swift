@@ -171,7 +171,8 @@ extension PostgreSQLDatabase: AssetDatabase {
         let writer = PostgreSQLActingUser.current?.writerID ?? writerID
         let base = baseGeneration
         do {
-            let lockKey = try await presence.key()
+            // The process's lock, shared by every database of the link.
+            let lockKey = try await link.assetPresence().key(for: writer)
             // Not through the link's check: `next` is not `Sendable`. A relay's request acts
             // as its user here too (never as the relay's own role).
             let acting = PostgreSQLActingUser.current

@@ -83,9 +83,6 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     let baseGeneration: Int
     private let released = Mutex(false)
     let listening: Listening
-    /// The lock that keeps the assets this instance stored from collection (see
-    /// PostgreSQLDatabase+Assets.swift).
-    let presence: AssetPresence
     /// Where ``fileURL(for:in:)`` keeps the assets it downloads.
     let assetCache: AssetCache
     /// How ``fetchAll(in:)`` and ``changes(in:since:)`` read a zone: pages of
@@ -170,7 +167,6 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         self.link = link
         role = configuration.username
         self.writerID = writerID
-        presence = AssetPresence(link: link, logger: logger, writer: writerID)
         assetCache = AssetCache(writer: writerID)
         do {
             // A server that went away while this opens would hold it forever: give up as
@@ -189,7 +185,6 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
 
     deinit {
         listening.stop()
-        presence.stop()
         assetCache.remove()
         if !released.withLock({ $0 }) { link.release() }
     }
@@ -198,7 +193,6 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
     /// ``fileURL(for:in:)`` downloaded. Calls after it fail.
     public func close() async {
         listening.stop()
-        presence.stop()
         assetCache.remove()
         let release = released.withLock { released in
             defer { released = true }

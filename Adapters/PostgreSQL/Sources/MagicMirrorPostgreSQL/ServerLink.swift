@@ -9,8 +9,8 @@ import Synchronization
 /// - a bounded pool (`client`) for commits, reads and everything else;
 /// - one listening connection (``listener``), outside the pool, shared by every database's
 ///   subscriptions (see ``SharedListener``);
-/// - dedicated connections made by ``connect(applicationName:)`` (the listener's, an asset
-///   presence's), with TCP keepalive on the socket.
+/// - dedicated connections made by ``connect(applicationName:)`` (the listener's, and the
+///   link's one asset presence's, ``assetPresence()``), with TCP keepalive on the socket.
 ///
 /// A link is counted: ``acquire(_:maximumConnections:logger:)`` finds or makes it,
 /// ``release()`` ends it with its last user.
@@ -62,6 +62,8 @@ final class ServerLink: Sendable {
     private let nextID = Atomic<Int>(1_000_000)
     /// When a lease last began: a pool that serves leases is busy, not refused.
     private let lastLease = Mutex<ContinuousClock.Instant?>(nil)
+    /// The asset presence of every database on the link, made by the first store.
+    private let presence = Mutex<AssetPresence?>(nil)
 
     private static let links = Mutex<[Key: (link: ServerLink, users: Int)]>([:])
 
@@ -116,9 +118,24 @@ final class ServerLink: Sendable {
         }
         guard last else { return nil }
         listener.stop()
+        presence.withLock { presence in
+            presence?.stop()
+            presence = nil
+        }
         probe.withLock { $0?.task.cancel() }
         runTask.cancel()
         return runTask
+    }
+
+    /// The asset presence of every database on this link (one lock, one connection, for
+    /// the process), made on first use and stopped with the link.
+    func assetPresence() -> AssetPresence {
+        presence.withLock { presence in
+            if let presence { return presence }
+            let made = AssetPresence(link: self, logger: logger)
+            presence = made
+            return made
+        }
     }
 
     /// Where the link connects, for messages.

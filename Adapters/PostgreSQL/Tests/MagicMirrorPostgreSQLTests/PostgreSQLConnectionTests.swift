@@ -82,6 +82,34 @@ struct PostgreSQLConnectionTests {
         }
     }
 
+    /// Every database of a process storing assets shares one presence session: a relay
+    /// storing for many users does not hold one connection per user.
+    @Test func databasesStoringAssetsShareOnePresence() async throws {
+        try await TestServer.withDatabase { name, opened in
+            var databases: [PostgreSQLDatabase] = []
+            for _ in 0..<6 { databases.append(try await opened.open(TestServer.url(database: name))) }
+            var assets: [Asset] = []
+            for (index, database) in databases.enumerated() {
+                assets.append(try await database.storeAsset(Data("asset \(index)".utf8), in: zone))
+            }
+            let presences = try await TestServer.count(
+                """
+                SELECT count(*)::int8 FROM pg_stat_activity
+                WHERE datname = current_database() AND application_name = 'magicmirror-assets'
+                """, database: name)
+            #expect(presences == 1)
+            // Each asset stays held for its writer: a collection keeps all six.
+            #expect(try await databases[0].removeUnreferencedAssets(in: zone) == 0)
+            for (index, asset) in assets.enumerated() {
+                var bytes = Data()
+                for try await piece in databases[(index + 1) % databases.count].contents(of: asset, in: zone, chunkSize: 1024) {
+                    bytes += piece
+                }
+                #expect(bytes == Data("asset \(index)".utf8))
+            }
+        }
+    }
+
     @Test func tooManyConnectionsIsReportedAtOnceThenListeningIsRetried() async throws {
         try await TestServer.withDatabase { name, opened in
             let admin = try await opened.open(TestServer.url(database: name))
