@@ -96,6 +96,24 @@ struct RelayAssetTests {
         }
     }
 
+    /// Users uploading through one relay share its one presence session: the relay holds
+    /// no connection per user that stored an asset.
+    @Test func manyUsersUploadingShareTheRelaysOnePresence() async throws {
+        try await RunningRelay.with { relay in
+            for index in 0..<8 {
+                let name = RelayTestServer.uniqueName("user")
+                _ = try await relay.client(name).storeAsset(Data("photo \(index)".utf8), in: .private("Photo", user: name))
+            }
+            let presences = try await relay.admin(
+                """
+                SELECT count(*)::text FROM pg_stat_activity
+                WHERE datname = current_database() AND application_name = 'magicmirror-assets'
+                """)
+            #expect(presences == ["1"])
+            #expect(try await Self.storedAssets(relay).count == 8)
+        }
+    }
+
     @Test func anotherUsersAssetsAreRefused() async throws {
         try await RunningRelay.with { relay in
             let (aliceName, bobName) = (RelayTestServer.uniqueName("alice"), RelayTestServer.uniqueName("bob"))
