@@ -95,7 +95,7 @@ extension RelayRoutes {
     /// `cached`, the answer is a 204 once the asset is found.
     private func assetContents(_ request: Request) async throws -> Response {
         let subject = try await tokens.subject(authorization: request.headers[.authorization])
-        let body = try await withBody(request, RelayWire.AssetRequest.self, limit: Self.maximumRequestBytes) { $0 }
+        let body = try await withBody(request, RelayWire.AssetRequest.self, limit: Self.maximumRequestBytes, subject: subject) { $0 }
         try body.zone.validate()
         let database = try await users.database(for: subject)
         let acting = PostgreSQLActingUser(role: subject)

@@ -25,8 +25,8 @@ public struct RelayConfiguration: Sendable {
     public var maximumTokenLifetime = 24 * 3600
     /// The largest asset a client may upload, in bytes (256 MiB unless `--max-asset-bytes`).
     public var maximumAssetBytes = 256 * 1024 * 1024
-    /// The most bytes of request bodies held in memory at once (256 MiB unless
-    /// `--max-inflight-bytes`): past it, a request is answered 503 and sent again.
+    /// The most bytes of request bodies held in memory at once, half of it one user's (256
+    /// MiB unless `--max-inflight-bytes`): past it, a request is answered 503 and sent again.
     public var maximumInflightBytes = 256 * 1024 * 1024
 
     /// The text of `mirror-relay --help`.
@@ -46,9 +46,9 @@ public struct RelayConfiguration: Sendable {
           --connections N          pooled connections to the server (default 8)
           --max-token-lifetime S   refuse tokens valid for more than S seconds (default 86400)
           --max-asset-bytes N      refuse asset uploads over N bytes (default 268435456, 256 MiB)
-          --max-inflight-bytes N   hold at most N bytes of request bodies at once, answering 503
-                                   past it (default 268435456, 256 MiB); a commit is at most
-                                   the smaller of this and 96 MiB
+          --max-inflight-bytes N   hold at most N bytes of request bodies at once, and N/2 of one
+                                   user's, answering 503 past it (default 268435456, 256 MiB,
+                                   at least 1048576); a commit is at most N/2 and 96 MiB
           --help                   this text
 
         setup, run once by an administrator (a superuser or a role with CREATEROLE):
@@ -125,8 +125,8 @@ public struct RelayConfiguration: Sendable {
             maximumAssetBytes = bytes
         }
         if let text = flags["--max-inflight-bytes"] {
-            guard let bytes = Int(text), bytes >= 64 * 1024 else {
-                throw Problem("--max-inflight-bytes takes a number of bytes, at least 65536")
+            guard let bytes = Int(text), bytes >= 1024 * 1024 else {
+                throw Problem("--max-inflight-bytes takes a number of bytes, at least 1048576")
             }
             maximumInflightBytes = bytes
         }

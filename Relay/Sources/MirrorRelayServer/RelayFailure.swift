@@ -65,7 +65,9 @@ struct RelayFailure: Error, Sendable {
 
 /// `value` as a JSON answer.
 func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
-    let data = (try? JSONEncoder().encode(value)) ?? Data("{}".utf8)
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .withoutEscapingSlashes
+    let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
     return Response(
         status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
 }

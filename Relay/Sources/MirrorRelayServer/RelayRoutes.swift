@@ -105,7 +105,7 @@ struct RelayRoutes: Sendable {
         router.post("v1/watch") { request, _ in
             let subject = try await tokens.subject(authorization: request.headers[.authorization])
             // The body is small and read at once: it is not held while the poll waits.
-            let body = try await withBody(request, RelayWire.WatchRequest.self, limit: Self.maximumRequestBytes) { $0 }
+            let body = try await withBody(request, RelayWire.WatchRequest.self, limit: Self.maximumRequestBytes, subject: subject) { $0 }
             let database = try await users.database(for: subject)
             return json(RelayWire.Hints(hints: try await hub.poll(body, subject: subject, database: database)))
         }
@@ -125,7 +125,7 @@ struct RelayRoutes: Sendable {
         _ handle: @escaping @Sendable (Body, PostgreSQLDatabase, String) async throws -> Response
     ) async throws -> Response {
         let subject = try await tokens.subject(authorization: request.headers[.authorization])
-        return try await withBody(request, type, limit: Self.maximumRequestBytes) { body in
+        return try await withBody(request, type, limit: Self.maximumRequestBytes, subject: subject) { body in
             let database = try await users.database(for: subject)
             return try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: subject)) {
                 try await handle(body, database, subject)
@@ -161,7 +161,7 @@ struct RelayRoutes: Sendable {
     /// answered with the stored records (`replayed`).
     private func commit(_ request: Request) async throws -> Response {
         let subject = try await tokens.subject(authorization: request.headers[.authorization])
-        return try await withBody(request, RelayWire.CommitRequest.self, limit: Self.maximumCommitBytes) { body in
+        return try await withBody(request, RelayWire.CommitRequest.self, limit: Self.maximumCommitBytes, subject: subject) { body in
             try await commit(body, subject: subject, key: request.headers[CommitClaim.header])
         }
     }

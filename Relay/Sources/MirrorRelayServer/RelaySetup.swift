@@ -19,8 +19,8 @@ import PostgresNIO
 ///     written in each commit's own transaction, readable and writable by the relay role
 ///     only;
 ///   - `provision(subject)`, `SECURITY DEFINER` (the administrator's rights), executable by
-///     the relay role only, one call per subject at a time across relays (an advisory
-///     lock): creates the `NOLOGIN NOINHERIT` role named exactly as the
+///     the relay role only, one call per subject at a time across relays (the subject's
+///     row is written first, and a second call waits on its key): creates the `NOLOGIN NOINHERIT` role named exactly as the
 ///     subject (the schema's rules read `current_user`, so a user's role is their name) and
 ///     makes the relay a member of it. It refuses a subject that is longer than 63 bytes,
 ///     begins with `pg_`, or names a role that exists and that it did not create
@@ -91,10 +91,12 @@ enum RelaySetup {
             CREATE OR REPLACE FUNCTION magicmirror_relay.provision(p_subject text)
             RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
             BEGIN
-                -- One provision of a subject at a time, in every relay: a second waits for the
-                -- first to commit, then finds the subject (each statement here reads anew).
-                PERFORM pg_advisory_xact_lock(hashtext('magicmirror_relay.provision'), hashtext(p_subject));
-                IF EXISTS (SELECT 1 FROM magicmirror_relay.users WHERE subject = p_subject) THEN
+                -- One provision of a subject at a time, in every relay: the subject's row
+                -- first, so that a second provision waits on its key for the first to end, then
+                -- finds it and returns (an advisory lock, which any role of the cluster may take,
+                -- would let a stranger hold a new user out).
+                INSERT INTO magicmirror_relay.users (subject) VALUES (p_subject) ON CONFLICT DO NOTHING;
+                IF NOT FOUND THEN
                     RETURN;
                 END IF;
                 IF p_subject IS NULL OR octet_length(p_subject) NOT BETWEEN 1 AND 63
@@ -108,7 +110,6 @@ enum RelaySetup {
                 END IF;
                 EXECUTE format('CREATE ROLE %I NOLOGIN NOINHERIT', p_subject);
                 EXECUTE format('GRANT %I TO %I', p_subject, \(literal));
-                INSERT INTO magicmirror_relay.users (subject) VALUES (p_subject);
             END $fn$
             """,
             "REVOKE ALL ON FUNCTION magicmirror_relay.provision(text) FROM PUBLIC",

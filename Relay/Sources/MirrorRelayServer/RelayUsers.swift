@@ -102,6 +102,14 @@ final class RelayUsers: Sendable {
             }
         } catch let error as PSQLError {
             let message = error.serverInfo?[.message] ?? "the server refused"
+            // Only the function's own refusals (and the server's, of a role name) say that
+            // the subject cannot be a user; anything else is the server's state, for now.
+            guard let state = error.serverInfo?[.sqlState], state == "42501" || state == "42710" || state == "42939" else {
+                throw RelayFailure(
+                    .serviceUnavailable, "unavailable",
+                    "the relay could not provision this user now: \(message); nothing was stored; send the request again",
+                    retryAfterSeconds: 1)
+            }
             throw RelayFailure(.forbidden, "permissionDenied", "the relay cannot act for this subject: \(message)")
         }
     }

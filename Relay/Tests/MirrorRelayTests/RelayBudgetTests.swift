@@ -7,9 +7,10 @@ import MagicMirror
 import Synchronization
 import Testing
 
-/// The relay holds at most `--max-inflight-bytes` of request bodies at once: past it a
-/// request is answered 503 with `Retry-After` and stores nothing, until the bodies held are
-/// answered; a body larger than the whole budget is a 413.
+/// The relay holds at most `--max-inflight-bytes` of request bodies at once, half of it for
+/// one user, counted as bytes arrive: past it a request is answered 503 with `Retry-After`
+/// and stores nothing, until the bodies held are answered; a body over a user's half is a
+/// 413; a small body always passes; a body sent too slowly is a 408.
 @Suite(.timeLimit(.minutes(10)), .enabled(if: RelayTestServer.isAvailable, RelayTestServer.skipMessage))
 struct RelayBudgetTests {
     static let budget = 1024 * 1024
@@ -28,11 +29,13 @@ struct RelayBudgetTests {
         Data(("{\"zone\":{\"scope\":\"public\",\"recordType\":\"Todo\"}}" + String(repeating: " ", count: bytes)).utf8)
     }
 
-    /// Sends a token request of about 300 KB; its status, error code and `Retry-After`.
-    static func probe(_ relay: RunningRelay, token: String) async throws -> (status: Int, code: String?, retryAfter: String?) {
+    /// Sends a token request of about `bytes`; its status, error code and `Retry-After`.
+    static func probe(
+        _ relay: RunningRelay, token: String, bytes: Int = 300_000
+    ) async throws -> (status: Int, code: String?, retryAfter: String?) {
         var request = URLRequest(url: relay.url.appendingPathComponent("v1/token"))
         request.httpMethod = "POST"
-        request.httpBody = tokenRequest(bytes: 300_000)
+        request.httpBody = tokenRequest(bytes: bytes)
         request.setValue("Bearer " + token, forHTTPHeaderField: "Authorization")
         let (body, response) = try await URLSession.shared.data(for: request)
         let http = response as? HTTPURLResponse
@@ -41,54 +44,84 @@ struct RelayBudgetTests {
 
     /// Sends probes until one is answered `status`, for at most a minute.
     static func probe(
-        _ relay: RunningRelay, token: String, until status: Int
+        _ relay: RunningRelay, token: String, bytes: Int = 300_000, until status: Int
     ) async throws -> (status: Int, code: String?, retryAfter: String?) {
         let deadline = ContinuousClock.now + .seconds(60)
         while true {
-            let answer = try await probe(relay, token: token)
+            let answer = try await probe(relay, token: token, bytes: bytes)
             if answer.status == status || ContinuousClock.now > deadline { return answer }
             try await Task.sleep(for: .milliseconds(50))
         }
     }
 
-    @Test func aBodyLargerThanTheBudgetIsRefusedAndStoresNothing() async throws {
+    /// A commit whose head declares `declared` bytes, of which `sent` are sent at once and
+    /// then one a second (a slow client, not a stalled one: the relay closes a connection
+    /// idle for 15 s) until ``stop()``.
+    final class HeldBody: Sendable {
+        let connection: RawConnection
+        private let sending = Mutex(true)
+        private let ended: AsyncStream<Never>
+
+        init(_ relay: RunningRelay, token: String, declared: Int, sent: Int) throws {
+            connection = try #require(RawConnection(port: relay.url.port ?? 0))
+            #expect(connection.write(
+                "POST /v1/commit HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer \(token)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: \(declared)\r\n\r\n{"
+                    + String(repeating: " ", count: sent - 1)))
+            let (ended, end) = AsyncStream<Never>.makeStream()
+            self.ended = ended
+            Thread.detachNewThread { [self] in
+                while sending.withLock({ $0 }), connection.write(" ") { Thread.sleep(forTimeInterval: 1) }
+                end.finish()
+            }
+        }
+
+        /// Stops sending and closes the connection.
+        func stop() async {
+            sending.withLock { $0 = false }
+            for await _ in ended {}
+            connection.disconnect()
+        }
+    }
+
+    @Test func aBodyLargerThanAUsersHalfOfTheBudgetIsRefusedAndStoresNothing() async throws {
         try await RunningRelay.with(extraArguments: Self.arguments) { relay in
             let subject = RelayTestServer.uniqueName("user")
             let error = try await #require(throws: MirrorError.self) {
-                try await relay.client(subject).commit([Self.save("big", padding: Self.budget + 1)], to: Self.zone)
+                try await relay.client(subject).commit([Self.save("big", padding: Self.budget / 2 + 1)], to: Self.zone)
             }
             #expect(error.kind == .invalidRecord, "\(error)")
-            #expect(error.message.contains("larger than \(Self.budget) bytes"), "\(error.message)")
+            #expect(error.message.contains("larger than \(Self.budget / 2) bytes"), "\(error.message)")
             #expect(try await relay.admin("SELECT count(*)::text FROM magicmirror.records") == ["0"])
         }
     }
 
     @Test func bodiesPastTheBudgetAreAnswered503UntilTheBodiesHeldAreAnswered() async throws {
         try await RunningRelay.with(extraArguments: Self.arguments) { relay in
-            let subject = RelayTestServer.uniqueName("user")
-            let token = try await RelayTestServer.token(subject)
-            let client = relay.client(subject)
-            // A commit whose body arrives a byte a second holds 900,000 bytes of the budget
-            // from its head on: a slow client, not a stalled one (the relay closes a
-            // connection idle for 15 s).
-            let held = try #require(RawConnection(port: relay.url.port ?? 0))
-            #expect(held.write(
-                "POST /v1/commit HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer \(token)\r\n"
-                    + "Content-Type: application/json\r\nContent-Length: 900000\r\n\r\n{"))
-            let sending = Mutex(true)
-            let (ended, end) = AsyncStream<Never>.makeStream()
-            let trickle = Thread {
-                while sending.withLock({ $0 }), held.write(" ") { Thread.sleep(forTimeInterval: 1) }
-                end.finish()
-            }
-            trickle.start()
-            defer { sending.withLock { $0 = false } }
+            let (mallory, bob, alice) = (
+                RelayTestServer.uniqueName("mallory"), RelayTestServer.uniqueName("bob"), RelayTestServer.uniqueName("alice"))
+            let (malloryToken, bobToken, aliceToken) = (
+                try await RelayTestServer.token(mallory), try await RelayTestServer.token(bob), try await RelayTestServer.token(alice))
+            // A declared length holds nothing: only bytes that arrived count.
+            let declaredOnly = try HeldBody(relay, token: malloryToken, declared: Self.budget / 2, sent: 1)
+            #expect(try await Self.probe(relay, token: aliceToken).status == 200)
+            await declaredOnly.stop()
 
-            let busy = try await Self.probe(relay, token: token, until: 503)
+            // Mallory and bob each send 450,000 bytes of a commit, then a byte a second.
+            let held = [
+                try HeldBody(relay, token: malloryToken, declared: 500_000, sent: 450_000),
+                try HeldBody(relay, token: bobToken, declared: 500_000, sent: 450_000),
+            ]
+            let busy = try await Self.probe(relay, token: aliceToken, until: 503)
             #expect(busy.status == 503)
             #expect(busy.code == "unavailable")
             #expect(busy.retryAfter == "1")
+            // Mallory may not hold more than half the budget, even for a small request's
+            // sake; a body of at most 64 KiB (a poll, a token) always passes.
+            #expect(try await Self.probe(relay, token: malloryToken, bytes: 100_000).status == 503)
+            #expect(try await Self.probe(relay, token: aliceToken, bytes: 1_000).status == 200)
             // An app's commit meanwhile: a transient error that stored nothing.
+            let client = relay.client(alice)
             let error = try await #require(throws: MirrorError.self) {
                 try await client.commit([Self.save("waiting", padding: 300_000)], to: Self.zone)
             }
@@ -96,14 +129,26 @@ struct RelayBudgetTests {
             #expect(error.nothingStored, "\(error)")
             #expect(try await relay.admin("SELECT count(*)::text FROM magicmirror.records") == ["0"])
 
-            // The held commit's client goes away: its bytes are the budget's again.
-            sending.withLock { $0 = false }
-            for await _ in ended {}
-            held.disconnect()
-            let free = try await Self.probe(relay, token: token, until: 200)
-            #expect(free.status == 200)
+            // The held commits' clients go away: their bytes are the budget's again.
+            for body in held { await body.stop() }
+            #expect(try await Self.probe(relay, token: aliceToken, until: 200).status == 200)
             try await client.commit([Self.save("waiting", padding: 300_000)], to: Self.zone)
             #expect(try await relay.admin("SELECT id FROM magicmirror.records") == ["waiting"])
+        }
+    }
+
+    /// A body sent a byte a second is answered 408 once it has taken longer than 30 seconds
+    /// and one more per 32 KiB, and stores nothing.
+    @Test func aBodySentTooSlowlyIsAnswered408() async throws {
+        try await RunningRelay.with(extraArguments: Self.arguments) { relay in
+            let token = try await RelayTestServer.token(RelayTestServer.uniqueName("mallory"))
+            let slow = try HeldBody(relay, token: token, declared: 100_000, sent: 10)
+            let connection = slow.connection
+            let answer = await Task.detached { connection.response(waitingUpTo: 120) }.value
+            await slow.stop()
+            #expect(answer.hasPrefix("HTTP/1.1 408"), "\(answer)")
+            #expect(answer.contains("arrived slower than 32 KiB/s"), "\(answer)")
+            #expect(try await relay.admin("SELECT count(*)::text FROM magicmirror.records") == ["0"])
         }
     }
 }

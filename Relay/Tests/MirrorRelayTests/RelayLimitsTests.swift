@@ -1,5 +1,6 @@
 import Foundation
 import MagicMirror
+import MirrorTestSupport
 @_spi(RelayProtocol) import MagicMirrorRelay
 import Testing
 
@@ -29,6 +30,37 @@ struct RelayLimitsTests {
             }
             #expect(statuses.filter { $0 == 200 }.count <= 4, "\(statuses)")
             #expect(statuses.filter { $0 == 429 }.count >= 4, "\(statuses)")
+        }
+    }
+
+    /// A provision that cannot finish now (another transaction holds the subject's row, past
+    /// the relay's lock timeout) is a 503 to send again, not a refusal of the user; and an
+    /// advisory lock, which any role of the cluster may take, holds no user out.
+    @Test func aProvisionThatWaitsTooLongIsToldToTryAgain() async throws {
+        try await RunningRelay.with { relay in
+            let (stranger, waiting) = (RelayTestServer.uniqueName("user"), RelayTestServer.uniqueName("user"))
+            let psql = try Subprocess(
+                URL(fileURLWithPath: "/usr/bin/psql"),
+                [RelayTestServer.url(database: relay.database), "-v", "ON_ERROR_STOP=1", "-q", "-t", "-A"], standardInput: true)
+            defer { psql.kill() }
+            // The advisory lock an earlier provision took, held by another session.
+            psql.write("SELECT pg_advisory_lock(hashtext('magicmirror_relay.provision'), hashtext('\(stranger)'))::text;\n")
+            #expect(try await psql.nextLine(timeout: .seconds(60)) == "")
+            _ = try await relay.client(stranger).currentToken(in: .private("Todo", user: stranger))
+            // The subject's row, written in a transaction that stays open.
+            psql.write("BEGIN;\nINSERT INTO magicmirror_relay.users (subject) VALUES ('\(waiting)');\nSELECT 'held';\n")
+            #expect(try await psql.nextLine(timeout: .seconds(60)) == "held")
+            let client = relay.client(waiting)
+            let error = try await #require(throws: MirrorError.self) {
+                _ = try await client.currentToken(in: .private("Todo", user: waiting))
+            }
+            #expect(error.kind == .unavailable, "\(error)")
+            #expect(error.message.contains("could not provision this user now"), "\(error.message)")
+            psql.write("ROLLBACK;\n")
+            psql.closeInput()
+            #expect(try await psql.wait(timeout: .seconds(60)) == .exited(0))
+            _ = try await client.currentToken(in: .private("Todo", user: waiting))
+            #expect(try await relay.admin("SELECT subject FROM magicmirror_relay.users ORDER BY subject") == [stranger, waiting].sorted())
         }
     }
 

@@ -57,6 +57,28 @@ final class RawConnection: @unchecked Sendable {
         }
     }
 
+    /// Reads one response (its head, and as many bytes of body as its `Content-Length`
+    /// says); what came, as text, when the relay closed the connection or nothing came for
+    /// `seconds`.
+    func response(waitingUpTo seconds: Int) -> String {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let text = String(decoding: received, as: UTF8.self)
+            if let end = text.range(of: "\r\n\r\n") {
+                let length = text[..<end.lowerBound].split(separator: "\r\n")
+                    .first { $0.lowercased().hasPrefix("content-length:") }
+                    .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+                if text.utf8.count - text.utf8.distance(from: text.startIndex, to: end.upperBound) >= length { return text }
+            }
+            let read = recv(fd, &buffer, buffer.count, 0)
+            if read <= 0 { return text }
+            received += buffer[0..<read]
+        }
+    }
+
     /// Closes the connection (once).
     func disconnect() {
         guard fd >= 0 else { return }
