@@ -8,7 +8,8 @@ import PostgresNIO
 /// counters)` does, in the caller's transaction (its own when called alone):
 ///
 /// 1. find the zone (making its row for a zone never written) and take its commit lock, the
-///    transaction-level advisory lock `record_sequenced` takes: the commits of one zone take
+///    transaction-level advisory lock `record_sequenced` takes (keyed by the zone's
+///    notification key since version 8): the commits of one zone take
 ///    turns here, in the order they came (the lock manager hands the lock to its waiters in
 ///    turn), and a role's own statements that drew a sequence number for the zone and hold
 ///    their transaction open are waited for; then lock the zone's row (`FOR UPDATE`), as
@@ -40,8 +41,23 @@ enum CommitSchema {
         // row, so a page starts where the last ended without sorting a commit's records.
         "CREATE INDEX records_by_seq_id ON magicmirror.records (zone_id, seq, id)",
         "DROP INDEX magicmirror.records_by_seq",
+        commitRecords(replacing: false) { "(\($0).zone_id % 2147483647)::int4" },
+    ]
+
+    /// Version 8: a zone's commit lock is keyed by its notification key (`hashtext`), which
+    /// only the roles that can read the zone's row see, not by its number: advisory locks
+    /// need no privilege, and numbers are counted from 1, so any role of the cluster could
+    /// hold every zone's commit lock and stop its commits.
+    static let lockKeyMigration: [PostgresQuery] = [
+        commitRecords(replacing: true) { "hashtext(\($0).notify_key)" },
+        ProtectionSchema.recordSequenced(
+            replacing: true, lockKey: "(SELECT hashtext(z.notify_key) FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id)"),
+    ]
+
+    /// `commit_records`, whose commit lock's second key is `lockKey(zone alias)`.
+    static func commitRecords(replacing: Bool, lockKey: (String) -> String) -> PostgresQuery {
         PostgresQuery(unsafeSQL: """
-            CREATE FUNCTION magicmirror.commit_records(
+            \(replacing ? "CREATE OR REPLACE" : "CREATE") FUNCTION magicmirror.commit_records(
                 p_scope text, p_owner text, p_record_type text, p_writer text, p_ids text[], p_bases int8[],
                 p_fields bytea[], p_deleted boolean[], p_millis int8[], p_counters int8[])
             RETURNS TABLE (
@@ -83,14 +99,14 @@ enum CommitSchema {
                 -- between two waiters), and statements of the role's own that drew a number
                 -- for the zone are waited for. Every writer of the adapter takes a zone's
                 -- commit lock before its row, so none waits for the other.
-                SELECT zn.zone_id, pg_advisory_xact_lock(\(ProtectionSchema.commitLockClass), (zn.zone_id % 2147483647)::int4)::text
+                SELECT zn.zone_id, pg_advisory_xact_lock(\(ProtectionSchema.commitLockClass), \(lockKey("zn")))::text
                 INTO zone_number, lock_taken FROM magicmirror.zones zn
                 WHERE zn.scope = p_scope AND zn.owner = p_owner AND zn.record_type = p_record_type;
                 IF NOT FOUND THEN
                     INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
                     VALUES (p_scope, p_owner, p_record_type, 0)
                     ON CONFLICT (scope, owner, record_type) DO NOTHING;
-                    SELECT zn.zone_id, pg_advisory_xact_lock(\(ProtectionSchema.commitLockClass), (zn.zone_id % 2147483647)::int4)::text
+                    SELECT zn.zone_id, pg_advisory_xact_lock(\(ProtectionSchema.commitLockClass), \(lockKey("zn")))::text
                     INTO zone_number, lock_taken FROM magicmirror.zones zn
                     WHERE zn.scope = p_scope AND zn.owner = p_owner AND zn.record_type = p_record_type;
                 END IF;
@@ -236,6 +252,6 @@ enum CommitSchema {
                     FROM unnest(problem_ids, problem_values) AS x(id, value);
             END
             $fn$
-            """),
-    ]
+            """)
+    }
 }

@@ -12,7 +12,7 @@ import PostgresNIO
 /// The article "Running on PostgreSQL" documents each table.
 enum PostgreSQLSchema {
     /// The version this code writes and reads.
-    static let currentVersion = 7
+    static let currentVersion = 8
 
     /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
     /// version 1 from nothing. A later version appends a step; none is ever edited.
@@ -180,6 +180,9 @@ enum PostgreSQLSchema {
         // Version 7: a commit is one call of `magicmirror.commit_records`, and zones are read
         // in pages (see CommitSchema.swift).
         CommitSchema.migration,
+        // Version 8: a zone's commit lock is keyed by what only its readers see (see
+        // CommitSchema.swift).
+        CommitSchema.lockKeyMigration,
     ]
 
     /// Row-level security on `magicmirror.<table>` as on `records`: a role sees and writes

@@ -165,22 +165,7 @@ enum ProtectionSchema {
         // adapter's commit moves the zone's last sequence to its own number in the same
         // statement, so the check admits a last sequence equal to the row's (only the
         // session that drew a number can have moved it there).
-        PostgresQuery(unsafeSQL: """
-            CREATE FUNCTION magicmirror.record_sequenced() RETURNS trigger
-            LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
-            BEGIN
-                IF \(exempt) THEN
-                    RETURN NEW;
-                END IF;
-                PERFORM pg_advisory_xact_lock(\(commitLockClass), (NEW.zone_id % 2147483647)::int4);
-                IF NEW.seq <> currval('magicmirror.change_seq') OR NOT EXISTS (
-                       SELECT 1 FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id AND z.last_seq <= NEW.seq) THEN
-                    RAISE EXCEPTION 'a record''s sequence is the number its commit drew' USING ERRCODE = '42501';
-                END IF;
-                RETURN NEW;
-            END
-            $fn$
-            """),
+        recordSequenced(replacing: false, lockKey: "(NEW.zone_id % 2147483647)::int4"),
         """
         CREATE TRIGGER b_record_sequenced BEFORE INSERT OR UPDATE ON magicmirror.records
         FOR EACH ROW EXECUTE FUNCTION magicmirror.record_sequenced()
@@ -267,4 +252,24 @@ enum ProtectionSchema {
         $fn$
         """,
     ]
+
+    /// The trigger function `record_sequenced`, whose commit lock's second key is `lockKey`.
+    static func recordSequenced(replacing: Bool, lockKey: String) -> PostgresQuery {
+        PostgresQuery(unsafeSQL: """
+            \(replacing ? "CREATE OR REPLACE" : "CREATE") FUNCTION magicmirror.record_sequenced() RETURNS trigger
+            LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
+            BEGIN
+                IF \(exempt) THEN
+                    RETURN NEW;
+                END IF;
+                PERFORM pg_advisory_xact_lock(\(commitLockClass), \(lockKey));
+                IF NEW.seq <> currval('magicmirror.change_seq') OR NOT EXISTS (
+                       SELECT 1 FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id AND z.last_seq <= NEW.seq) THEN
+                    RAISE EXCEPTION 'a record''s sequence is the number its commit drew' USING ERRCODE = '42501';
+                END IF;
+                RETURN NEW;
+            END
+            $fn$
+            """)
+    }
 }

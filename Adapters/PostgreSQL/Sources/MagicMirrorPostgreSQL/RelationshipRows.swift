@@ -41,8 +41,8 @@ enum RelationshipRows {
         // zone's commit lock before its row, so this transaction must too.
         try await connection.query(
             """
-            SELECT pg_advisory_xact_lock(\(unescaped: String(ProtectionSchema.commitLockClass)), (z.zone_id % 2147483647)::int4)::text
-            FROM (SELECT zone_id FROM magicmirror.zones
+            SELECT pg_advisory_xact_lock(\(unescaped: String(ProtectionSchema.commitLockClass)), hashtext(z.notify_key))::text
+            FROM (SELECT zone_id, notify_key FROM magicmirror.zones
                   WHERE scope = \(key.scope) AND owner = \(key.owner) AND record_type = ANY(\(types)::text[])
                   ORDER BY zone_id) z
             """, logger: logger)

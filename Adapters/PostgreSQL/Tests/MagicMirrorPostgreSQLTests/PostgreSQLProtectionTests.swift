@@ -734,4 +734,30 @@ struct PostgreSQLProtectionTests {
             }
         }
     }
+
+    /// Advisory locks need no privilege: a role holding the commit lock key of every zone
+    /// number, and of every zone it can read, stops no commit to another role's private zone
+    /// (schema version 8 keys the lock by the zone's notification key, which row-level
+    /// security hides; version 7 keyed it by the zone's number).
+    @Test func aRoleCannotHoldTheCommitLockOfAnotherRolesPrivateZone() async throws {
+        try await withServer { name, opened, roles in
+            let asAlice = try await opened.open(TestServer.url(database: name, role: roles.alice))
+            let alicesZone = ZoneID.private("Todo", user: roles.alice)
+            _ = try await asAlice.commit([Self.save("first")], to: alicesZone)
+            let number = try await Self.zoneID("private", owner: roles.alice, type: "Todo", database: name)
+            try await TestServer.withClient(database: name, role: roles.bob) { client in
+                try await client.withConnection { connection in
+                    let lockClass = ProtectionSchema.commitLockClass
+                    for try await _ in try await connection.query(
+                        PostgresQuery(unsafeSQL: "SELECT pg_advisory_lock(\(lockClass), n)::text FROM generate_series(1, \(number + 100)) n"),
+                        logger: TestServer.logger) {}
+                    for try await _ in try await connection.query(
+                        PostgresQuery(unsafeSQL: "SELECT pg_advisory_lock(\(lockClass), hashtext(notify_key))::text FROM magicmirror.zones"),
+                        logger: TestServer.logger) {}
+                    _ = try await asAlice.commit([Self.save("second")], to: alicesZone)
+                }
+            }
+            #expect(try await asAlice.fetchAll(in: alicesZone).records.map(\.id).sorted() == ["first", "second"])
+        }
+    }
 }

@@ -44,7 +44,7 @@ struct PostgreSQLSchemaTests {
                 return found
             }
             #expect(version == PostgreSQLDatabase.schemaVersion)
-            #expect(PostgreSQLDatabase.schemaVersion == 7)
+            #expect(PostgreSQLDatabase.schemaVersion == 8)
             let old = try #require(try await database.fetch(["old"], in: zone).first)
             let clock = HLCTimestamp(millis: 1000, counter: 7)
             #expect(old.created == clock)
@@ -161,7 +161,7 @@ struct PostgreSQLSchemaTests {
                     AND indexname IN ('records_by_seq_id', 'records_by_seq')
                     """, with: client))
             }
-            #expect(version == 7)
+            #expect(version == PostgreSQLDatabase.schemaVersion)
             #expect(functions == 1)
             #expect(indexes == 1)
             #expect(try await database.currentToken(in: zone) == version6Token)
