@@ -4,6 +4,7 @@ import Hummingbird
 import MagicMirror
 @_spi(RelayProtocol) import MagicMirrorRelay
 import NIOCore
+import NIOHTTP1
 
 /// An error the relay answers with: an HTTP status and the protocol's JSON body
 /// `{ "error": { "code": "...", "message": "..." } }`.
@@ -37,6 +38,9 @@ struct RelayFailure: Error, Sendable {
             failure = RelayFailure(.contentTooLarge, "payloadTooLarge", "the request's body is too large")
         case let error as any HTTPResponseError:
             failure = RelayFailure(error.status, "badRequest", "the request was refused (\(error.status.code))")
+        case let error as HTTPParserError:
+            // Met while reading the body: a transfer coding or chunk the parser refused.
+            failure = RelayFailure.badRequest("the request is not HTTP/1.1 the relay reads (\(error))")
         default:
             failure = RelayFailure(.internalServerError, "unavailable", "the relay failed to serve the request")
         }

@@ -94,4 +94,28 @@ struct RelayHostileInputTests {
             #expect(health.status == 200)
         }
     }
+
+    /// A body framed in a way the relay's parser refuses (an unknown transfer coding, a chunk
+    /// size past any number) is a 400, not the relay's own failure.
+    @Test func aBodyTheParserRefusesIsABadRequest() async throws {
+        try await RunningRelay.with { relay in
+            let token = try await RelayTestServer.token(RelayTestServer.uniqueName("user"))
+            let body = "{\"zone\":{\"scope\":\"public\",\"recordType\":\"Todo\"}}"
+            let head = "POST /v1/token HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer \(token)\r\n"
+                + "Content-Type: application/json\r\n"
+            let framings = [
+                ("unknown transfer coding", "Transfer-Encoding: xchunked\r\n\r\n\(String(body.utf8.count, radix: 16))\r\n\(body)\r\n0\r\n\r\n"),
+                ("chunk size past any number", "Transfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\n\(body)\r\n0\r\n\r\n"),
+            ]
+            let port = relay.url.port ?? 0
+            for (name, rest) in framings {
+                let answer = await Task.detached { () -> String in
+                    guard let connection = RawConnection(port: port), connection.write(head + rest) else { return "" }
+                    return connection.response(waitingUpTo: 60)
+                }.value
+                #expect(answer.hasPrefix("HTTP/1.1 400"), "\(name): \(answer)")
+            }
+            #expect(try await relay.send("/health", method: "GET", token: nil).status == 200)
+        }
+    }
 }
