@@ -159,9 +159,10 @@ final class Listening: Sendable {
         report(error)
     }
 
-    /// A notification arrived: mark the zones it may concern due, and wake the pulling task.
-    func received(_ payload: String) {
-        guard received(text: payload) else { return }
+    /// A notification arrived (`nil`: one that is not a payload of this package): mark the
+    /// zones it may concern due, and wake the pulling task.
+    func received(_ matcher: NotificationPayload.Matcher?) {
+        guard received(matching: matcher) else { return }
         state.withLock { $0.wake }?.yield()
     }
 
@@ -273,16 +274,20 @@ final class Listening: Sendable {
     /// Marks the zones a notification may concern as due: those whose key makes its tag and
     /// whose handlers did not hear of its sequence yet, and those whose key is not known
     /// yet (their first pull learns it). Returns whether it marked one.
-    private func received(text: String) -> Bool {
-        let keys = state.withLock { state in
+    private func received(matching matcher: NotificationPayload.Matcher?) -> Bool {
+        let keys = state.withLock { state -> [(ZoneID, String?)] in
             state.received += 1
-            return state.entries.map { ($0.key, $0.value.notifyKey, $0.value.delivered.sequence) }
+            guard let matcher else { return [] }
+            // Only the zones the notification can still concern: no copy of every entry per
+            // notification, whatever floods the channel.
+            return state.entries.compactMap { zone, entry in
+                entry.notifyKey == nil || matcher.payload.sequence > entry.delivered.sequence ? (zone, entry.notifyKey) : nil
+            }
         }
-        guard let payload = NotificationPayload(text) else { return false }
         // Digests outside the lock.
-        let concerned = keys.compactMap { zone, key, delivered -> (ZoneID, byTag: Bool)? in
+        let concerned = keys.compactMap { zone, key -> (ZoneID, byTag: Bool)? in
             guard let key else { return (zone, false) }
-            return payload.sequence > delivered && payload.isOfZone(withKey: key) ? (zone, true) : nil
+            return matcher?.isOfZone(withKey: key) == true ? (zone, true) : nil
         }
         guard !concerned.isEmpty else { return false }
         state.withLock { state in

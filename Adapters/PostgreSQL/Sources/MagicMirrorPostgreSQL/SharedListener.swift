@@ -174,7 +174,9 @@ final class SharedListener: Sendable {
                     group.addTask {
                         for try await notification in notifications {
                             traffic.heard()
-                            for member in self.members { member.received(notification.payload) }
+                            // Parsed once, and each key's digest made once, for every member.
+                            let matcher = NotificationPayload(notification.payload).map(NotificationPayload.Matcher.init)
+                            for member in self.members { member.received(matcher) }
                         }
                         throw MirrorError(.unavailable, "the server ended the notification connection")
                     }

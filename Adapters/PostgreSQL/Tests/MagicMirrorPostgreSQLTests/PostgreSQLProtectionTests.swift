@@ -349,6 +349,20 @@ struct PostgreSQLProtectionTests {
 
     // MARK: - 5. Notifications without news cost a bounded number of pulls
 
+    /// A payload's matcher knows its zone's key from any other, and a tag that is no
+    /// digest from every key; each key's digest is made once per payload.
+    @Test func aPayloadsMatcherTellsItsZonesKeyApart() throws {
+        let sent = NotificationPayload(sequence: 42, key: "alice's key")
+        let matcher = NotificationPayload.Matcher(try #require(NotificationPayload(sent.text)))
+        #expect(matcher.isOfZone(withKey: "alice's key"))
+        #expect(!matcher.isOfZone(withKey: "bob's key"))
+        #expect(matcher.isOfZone(withKey: "alice's key"))
+        let later = NotificationPayload.Matcher(NotificationPayload(sequence: 43, tag: sent.tag))
+        #expect(!later.isOfZone(withKey: "alice's key"))
+        let noise = NotificationPayload.Matcher(try #require(NotificationPayload("42 " + String(repeating: "z", count: 32))))
+        #expect(!noise.isOfZone(withKey: "alice's key"))
+    }
+
     @Test func spoofedNotificationsCostABoundedNumberOfPulls() async throws {
         try await withServer { name, opened, roles in
             let asAlice = try await opened.open(TestServer.url(database: name, role: roles.alice))
