@@ -57,8 +57,17 @@ final class SharedListener: Sendable {
     /// Whether the connection listens now.
     var isListening: Bool { state.withLock { $0.connection != nil } }
 
+    /// When the last notification arrived: while they arrive, an answer on this connection
+    /// would wait behind every notification read before it (a flood of `NOTIFY`s, which any
+    /// role may send, would stall the work lent to it), so work goes to the pool.
+    private let lastNotification = Mutex<ContinuousClock.Instant?>(nil)
+    /// How long after a notification the connection is not lent without waiting (200 ms;
+    /// tests set it).
+    let busyInterval = Mutex(Duration.milliseconds(200))
+
     /// Runs `body` on the listening connection, one body at a time, when it listens now;
-    /// returns `nil` at once when it does not, or, unless `wait`, when another body runs.
+    /// returns `nil` at once when it does not, or, unless `wait`, when another body runs or
+    /// a notification arrived within ``busyInterval``.
     ///
     /// A transaction on this connection delays its notifications until it ends (the server
     /// sends none inside a transaction); the connection's check waits ``lentCheckDeadline``
@@ -67,6 +76,9 @@ final class SharedListener: Sendable {
         wait: Bool, _ body: @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result? {
         guard isListening else { return nil }
+        if !wait, let last = lastNotification.withLock({ $0 }), ContinuousClock.now - last < busyInterval.withLock({ $0 }) {
+            return nil
+        }
         if wait {
             await gate.acquire()
         } else if !gate.tryAcquire() {
@@ -174,6 +186,7 @@ final class SharedListener: Sendable {
                     group.addTask {
                         for try await notification in notifications {
                             traffic.heard()
+                            self.lastNotification.withLock { $0 = .now }
                             // Parsed once, and each key's digest made once, for every member.
                             let matcher = NotificationPayload(notification.payload).map(NotificationPayload.Matcher.init)
                             for member in self.members { member.received(matcher) }

@@ -21,6 +21,43 @@ struct PostgreSQLListeningTests {
         .save(id, fields: Data(#"{"title":"\#(id)"}"#.utf8), baseVersion: 0, timestamp: .testNow())
     }
 
+    /// While notifications arrive (a flood of `NOTIFY`s any role may send), work is not lent
+    /// to the listening connection, where its answer would wait behind them, unless the
+    /// lease waits for it; once they stop, it is lent again.
+    @Test func workIsNotLentToTheListeningConnectionWhileNotificationsArrive() async throws {
+        try await TestServer.withDatabase { name, opened in
+            let database = try await opened.open(TestServer.url(database: name))
+            let subscription = try database.subscribe(to: zone) { _ in }
+            defer { subscription.cancel() }
+            let listener = database.link.listener
+            listener.busyInterval.withLock { $0 = .seconds(3600) }
+            // Lent while no notification came (once the listening task's first pulls, which
+            // may hold it, are done).
+            let deadline = ContinuousClock.now + .seconds(60)
+            var lent: Int?
+            while lent == nil, ContinuousClock.now < deadline {
+                lent = try await listener.withListeningConnection(wait: false) { _ in 1 }
+                if lent == nil { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(lent == 1)
+            // Noise on the channel, heard.
+            let before = database.listening.counts.received
+            _ = try await TestServer.withAdmin(database: name) { client in
+                try await client.query("SELECT pg_notify('magicmirror', 'noise')", logger: TestServer.logger)
+            }
+            while database.listening.counts.received == before, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(database.listening.counts.received > before)
+            #expect(try await listener.withListeningConnection(wait: false) { _ in 1 } == nil)
+            #expect(try await listener.withListeningConnection(wait: true) { _ in 2 } == 2)
+            // The work goes to the pool meanwhile.
+            _ = try await database.commit([save("during")], to: zone)
+            listener.busyInterval.withLock { $0 = .zero }
+            #expect(try await listener.withListeningConnection(wait: false) { _ in 3 } == 3)
+        }
+    }
+
     @Test func aDroppedNotificationIsHealedByPullingAfterReconnecting() async throws {
         try await TestServer.withDatabase { name, opened in
             let database = try await opened.open(TestServer.url(database: name))
