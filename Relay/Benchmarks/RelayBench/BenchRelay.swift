@@ -29,15 +29,20 @@ enum BenchServer {
         return components.string!
     }
 
-    /// Runs `statement` as the superuser on database `postgres`.
-    static func admin(_ statement: String) async throws {
-        guard let components = URLComponents(string: try url(database: "postgres")), let host = components.host else {
+    /// A postgres-nio configuration for database `name` of the server, as `role` (the
+    /// superuser unless given).
+    static func configuration(database name: String, role: String? = nil) throws -> PostgresClient.Configuration {
+        guard let components = URLComponents(string: try url(database: name, role: role)), let host = components.host else {
             throw BenchFailure("MAGICMIRROR_POSTGRES_URL is not a URL with a host")
         }
-        let configuration = PostgresClient.Configuration(
+        return PostgresClient.Configuration(
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres",
-            password: components.password, database: "postgres", tls: .disable)
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+            password: components.password, database: name, tls: .disable)
+    }
+
+    /// Runs `statement` as the superuser on `database` (`postgres` unless given).
+    static func admin(_ statement: String, database: String = "postgres") async throws {
+        let client = PostgresClient(configuration: try configuration(database: database), backgroundLogger: logger)
         let run = Task { await client.run() }
         defer { run.cancel() }
         for try await _ in try await client.query(PostgresQuery(unsafeSQL: statement), logger: logger) {}
@@ -136,6 +141,28 @@ final class BenchRelay: Sendable {
     /// How many descriptors the relay has open.
     var descriptors: Int? { try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count }
 
+    /// Makes a fresh database (named after a new run id, which also prefixes the users' names),
+    /// sets it up, starts a relay on it and runs `body` with both; then, also when `body`
+    /// throws, stops the relay and drops the database and the roles given to
+    /// ``BenchCleanup/addRoles(_:)`` meanwhile.
+    static func withFreshRelay<Result>(_ body: (BenchRelay, _ run: String) async throws -> Result) async throws -> Result {
+        let run = "rb" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(8)
+        do {
+            try await BenchServer.admin("CREATE DATABASE \(run)")
+            BenchCleanup.shared.database = run
+            try setup(database: run)
+            let result = try await body(try start(database: run), run)
+            await BenchCleanup.shared.run()
+            return result
+        } catch {
+            await BenchCleanup.shared.run()
+            throw error
+        }
+    }
+
+    /// The processor time the relay has used so far, in seconds.
+    var cpuSeconds: Double? { ProcessorTime.process("\(pid)") }
+
     /// Stops a relay: SIGTERM, then SIGKILL after 10 s.
     fileprivate static func stop(_ child: Child) {
         guard child.process.isRunning else { return }
@@ -147,9 +174,37 @@ final class BenchRelay: Sendable {
     }
 }
 
+/// Processor time from `/proc`, in seconds: to tell who used the machine during a workload.
+enum ProcessorTime {
+    /// The user and system time of process `id` (a pid, or `self`).
+    static func process(_ id: String) -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(id)/stat", encoding: .utf8),
+              let end = stat.lastIndex(of: ")")
+        else { return nil }
+        // After the command's closing parenthesis: state (field 3), …, utime (14), stime (15).
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / ticksPerSecond
+    }
+
+    /// The time the machine's processors ran anything (user, nice, system, interrupts),
+    /// summed over processors.
+    static func machine() -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ")
+        else { return nil }
+        // user nice system idle iowait irq softirq …
+        let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard ticks.count >= 7 else { return nil }
+        return (ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]) / ticksPerSecond
+    }
+
+    private static var ticksPerSecond: Double { Double(sysconf(Int32(_SC_CLK_TCK))) }
+}
+
 /// What the bench must undo whatever happens: the relay process, its database and the roles
-/// of its users (roles belong to the whole cluster). Run once, at the end, on a failure, or
-/// on SIGINT/SIGTERM.
+/// of its users (roles belong to the whole cluster). Run after each workload's relay, on a
+/// failure, or on SIGINT/SIGTERM.
 final class BenchCleanup: Sendable {
     static let shared = BenchCleanup()
 
@@ -168,21 +223,25 @@ final class BenchCleanup: Sendable {
         get { state.withLock { $0.database } }
         set { state.withLock { $0.database = newValue } }
     }
-    var roles: [String] {
-        get { state.withLock { $0.roles } }
-        set { state.withLock { $0.roles = newValue } }
-    }
+    /// Roles to drop with the database: the users of the relay under way, and any of the
+    /// bench's own.
+    func addRoles(_ names: [String]) { state.withLock { $0.roles += names } }
 
     /// The cleanup under way: a second caller (the signal's, or the bench's own when a
     /// signal stopped the relay under it) waits for the first's to end, then returns.
     private let running = Mutex<Task<Void, Never>?>(nil)
 
-    /// Stops the relay, drops the database, then the roles, once; every caller returns when
-    /// that is done.
+    /// Stops the relay, drops the database, then the roles; callers meanwhile wait for the
+    /// same cleanup. Once it is done, the next call cleans up what was registered since (the
+    /// next workload's relay).
     func run() async {
         let task = running.withLock { running in
             if let running { return running }
-            let task = Task { await self.cleanUp() }
+            let task = Task {
+                await self.cleanUp()
+                // Waits for the caller that made this task to store it, then forgets it.
+                self.running.withLock { $0 = nil }
+            }
             running = task
             return task
         }
