@@ -47,6 +47,22 @@ enum BenchServer {
         defer { run.cancel() }
         for try await _ in try await client.query(PostgresQuery(unsafeSQL: statement), logger: logger) {}
     }
+
+    /// How many transactions the server has counted in `database` (committed or rolled
+    /// back; the statistics lag the transactions by up to a second).
+    static func transactions(in database: String) async -> Int? {
+        guard let configuration = try? configuration(database: "postgres") else { return nil }
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let run = Task { await client.run() }
+        defer { run.cancel() }
+        do {
+            let rows = try await client.query(
+                "SELECT xact_commit + xact_rollback FROM pg_catalog.pg_stat_database WHERE datname = \(database)",
+                logger: logger)
+            for try await count in rows.decode(Int.self) { return count }
+        } catch {}
+        return nil
+    }
 }
 
 /// A failure of the bench itself, with what to do about it.

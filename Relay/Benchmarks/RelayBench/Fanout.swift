@@ -67,6 +67,7 @@ enum Fanout {
                 throw BenchFailure("fanout: \(step.clients - warm.warm) clients had not heard of the first commit after \(warmUpSeconds) s")
             }
             board.startCommits()
+            let transactions = await BenchServer.transactions(in: run)
             let processors = (relay: relay.cpuSeconds, bench: ProcessorTime.process("self"), machine: ProcessorTime.machine())
             let start = monotonicSeconds()
             let lateness = await commit(commits, rate: step.rate, writer: writer, board: board)
@@ -82,9 +83,11 @@ enum Fanout {
             }
             let report = board.report()
             if let failure = report.counts.firstFailure { throw BenchFailure("fanout: \(failure)") }
+            let transactionsAfter = await BenchServer.transactions(in: run)
             return result(
                 step, users: names.count, commits: commits, report: report, seconds: committed - start,
-                lateness: lateness, processors: used)
+                lateness: lateness, processors: used,
+                transactions: transactionsAfter.flatMap { after in transactions.map { after - $0 } })
         }
     }
 
@@ -124,7 +127,7 @@ enum Fanout {
 
     private static func result(
         _ step: Step, users: Int, commits: Int, report: FanoutBoard.Report, seconds: Double, lateness: Double,
-        processors: (relay: Double?, bench: Double?, machine: Double?)
+        processors: (relay: Double?, bench: Double?, machine: Double?), transactions: Int?
     ) -> BenchResult {
         let counts = report.counts
         let sorted = report.latencies
@@ -135,20 +138,23 @@ enum Fanout {
         var note = "\(step.clients) clients of \(users) users (\(BenchUsers.maximumSessionsPerUser) sessions each) "
             + "long-polling one public zone; \(commits) commits of one new record each through RelayDatabase (one "
             + String(
-                format: "writer, a task per commit) scheduled at %.0f/s, sent at %.1f/s (at most %.1f ms late); "
-                    + "a commit took p50 %.1f / p99 %.1f ms to return; latency from a commit's send to the first answer "
+                format: "writer, a task per commit) scheduled at %.0f/s, sent at %.1f/s (at most %.1f ms late), "
+                    + "the last returned %.1f s after the first was sent (%.1f commits/s); a commit took p50 %.1f / "
+                    + "p99 %.1f ms to return; latency from a commit's send to the first answer "
                     + "naming its record, over %ld (client, commit) pairs; %ld pairs never arrived (within %.0f s of the "
                     + "last commit), %ld commits failed or were not applied, %ld hints were cut at %ld ids; each client "
                     + "was answered %.1f times a second, %.1f ids per answer; ",
-                step.rate, report.sendRate, lateness * 1000, percentile(report.commitSeconds, 0.5) * 1000,
+                step.rate, report.sendRate, lateness * 1000, seconds, Double(commits) / seconds, percentile(report.commitSeconds, 0.5) * 1000,
                 percentile(report.commitSeconds, 0.99) * 1000, sorted.count, missing, drainSeconds,
                 commits - counts.applied, counts.cutHints, RelayWire.maximumHintIDs,
                 Double(counts.answers) / Double(step.clients) / seconds,
                 Double(counts.ids) / Double(max(1, counts.answers)))
             + "processor during the commits, in cores: relay \(cores(processors.relay)), this bench (clients and "
             + "writer) \(cores(processors.bench)), whole machine (with PostgreSQL) \(cores(processors.machine)) of "
-            + "\(ProcessInfo.processInfo.activeProcessorCount). The load generator shares the machine's cores with "
-            + "the relay and PostgreSQL."
+            + "\(ProcessInfo.processInfo.activeProcessorCount); PostgreSQL counted about "
+            + (transactions.map { String(format: "%.1f", Double($0) / Double(commits)) } ?? "?")
+            + " transactions in the relay's database per commit (its statistics lag by a second or so). The load "
+            + "generator shares the machine's cores with the relay and PostgreSQL."
         if let failure = counts.firstCommitFailure { note += " First commit failure: \(failure)" }
         return BenchResult(
             name: "fanout", variant: String(format: "%ld clients, %.0f commits/s", step.clients, step.rate),
