@@ -49,19 +49,25 @@ enum BenchServer {
     }
 
     /// How many transactions the server has counted in `database` (committed or rolled
-    /// back; the statistics lag the transactions by up to a second).
-    static func transactions(in database: String) async -> Int? {
-        guard let configuration = try? configuration(database: "postgres") else { return nil }
+    /// back; the statistics lag the transactions by up to a second), and the processes of
+    /// the server's sessions on it (the server runs on this machine).
+    static func activity(in database: String) async -> (transactions: Int?, backends: [Int]) {
+        guard let configuration = try? configuration(database: "postgres") else { return (nil, []) }
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         let run = Task { await client.run() }
         defer { run.cancel() }
+        var transactions: Int?
+        var backends: [Int] = []
         do {
-            let rows = try await client.query(
+            let counts = try await client.query(
                 "SELECT xact_commit + xact_rollback FROM pg_catalog.pg_stat_database WHERE datname = \(database)",
                 logger: logger)
-            for try await count in rows.decode(Int.self) { return count }
+            for try await count in counts.decode(Int.self) { transactions = count }
+            let sessions = try await client.query(
+                "SELECT pid FROM pg_catalog.pg_stat_activity WHERE datname = \(database)", logger: logger)
+            for try await pid in sessions.decode(Int32.self) { backends.append(Int(pid)) }
         } catch {}
-        return nil
+        return (transactions, backends)
     }
 }
 

@@ -22,7 +22,12 @@ enum Fanout {
         var seconds: Double
     }
 
-    static let steps = [Step(clients: 100, rate: 100, seconds: 10), Step(clients: 1_000, rate: 100, seconds: 10)]
+    /// The target's step last; 1,000 clients at 10 commits/s shows the fan-out with commits
+    /// that do not queue.
+    static let steps = [
+        Step(clients: 100, rate: 100, seconds: 10), Step(clients: 1_000, rate: 10, seconds: 10),
+        Step(clients: 1_000, rate: 100, seconds: 10),
+    ]
     static let quickSteps = [Step(clients: 200, rate: 50, seconds: 3)]
     /// The zone every client watches and the writer commits to.
     static let zone = ZoneID.public("BenchFanout")
@@ -67,7 +72,10 @@ enum Fanout {
                 throw BenchFailure("fanout: \(step.clients - warm.warm) clients had not heard of the first commit after \(warmUpSeconds) s")
             }
             board.startCommits()
-            let transactions = await BenchServer.transactions(in: run)
+            let activity = await BenchServer.activity(in: run)
+            let backends = Dictionary(uniqueKeysWithValues: activity.backends.compactMap { pid in
+                ProcessorTime.process("\(pid)").map { (pid, $0) }
+            })
             let processors = (relay: relay.cpuSeconds, bench: ProcessorTime.process("self"), machine: ProcessorTime.machine())
             let start = monotonicSeconds()
             let lateness = await commit(commits, rate: step.rate, writer: writer, board: board)
@@ -75,7 +83,10 @@ enum Fanout {
             let used = (
                 relay: relay.cpuSeconds.flatMap { now in processors.relay.map { now - $0 } },
                 bench: ProcessorTime.process("self").flatMap { now in processors.bench.map { now - $0 } },
-                machine: ProcessorTime.machine().flatMap { now in processors.machine.map { now - $0 } })
+                machine: ProcessorTime.machine().flatMap { now in processors.machine.map { now - $0 } },
+                server: backends.reduce(0.0) { sum, backend in
+                    sum + (ProcessorTime.process("\(backend.key)").map { $0 - backend.value } ?? 0)
+                })
             let expected = step.clients * board.counts.applied
             let drainDeadline = committed + drainSeconds
             while board.counts.arrived < expected, board.counts.failures == 0, monotonicSeconds() < drainDeadline {
@@ -83,11 +94,11 @@ enum Fanout {
             }
             let report = board.report()
             if let failure = report.counts.firstFailure { throw BenchFailure("fanout: \(failure)") }
-            let transactionsAfter = await BenchServer.transactions(in: run)
+            let transactions = await BenchServer.activity(in: run).transactions
             return result(
                 step, users: names.count, commits: commits, report: report, seconds: committed - start,
                 lateness: lateness, processors: used,
-                transactions: transactionsAfter.flatMap { after in transactions.map { after - $0 } })
+                transactions: transactions.flatMap { after in activity.transactions.map { after - $0 } })
         }
     }
 
@@ -127,7 +138,7 @@ enum Fanout {
 
     private static func result(
         _ step: Step, users: Int, commits: Int, report: FanoutBoard.Report, seconds: Double, lateness: Double,
-        processors: (relay: Double?, bench: Double?, machine: Double?), transactions: Int?
+        processors: (relay: Double?, bench: Double?, machine: Double?, server: Double), transactions: Int?
     ) -> BenchResult {
         let counts = report.counts
         let sorted = report.latencies
@@ -149,8 +160,9 @@ enum Fanout {
                 commits - counts.applied, counts.cutHints, RelayWire.maximumHintIDs,
                 Double(counts.answers) / Double(step.clients) / seconds,
                 Double(counts.ids) / Double(max(1, counts.answers)))
-            + "processor during the commits, in cores: relay \(cores(processors.relay)), this bench (clients and "
-            + "writer) \(cores(processors.bench)), whole machine (with PostgreSQL) \(cores(processors.machine)) of "
+            + "processor during the commits, in cores: relay \(cores(processors.relay)), PostgreSQL's sessions on "
+            + "the relay's database \(cores(processors.server)), this bench (clients and writer) "
+            + "\(cores(processors.bench)), the whole machine \(cores(processors.machine)) of "
             + "\(ProcessInfo.processInfo.activeProcessorCount); PostgreSQL counted about "
             + (transactions.map { String(format: "%.1f", Double($0) / Double(commits)) } ?? "?")
             + " transactions in the relay's database per commit (its statistics lag by a second or so). The load "
