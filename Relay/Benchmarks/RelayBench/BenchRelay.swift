@@ -196,34 +196,6 @@ final class BenchRelay: Sendable {
     }
 }
 
-/// Processor time from `/proc`, in seconds: to tell who used the machine during a workload.
-enum ProcessorTime {
-    /// The user and system time of process `id` (a pid, or `self`).
-    static func process(_ id: String) -> Double? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(id)/stat", encoding: .utf8),
-              let end = stat.lastIndex(of: ")")
-        else { return nil }
-        // After the command's closing parenthesis: state (field 3), …, utime (14), stime (15).
-        let fields = stat[stat.index(after: end)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / ticksPerSecond
-    }
-
-    /// The time the machine's processors ran anything (user, nice, system, interrupts),
-    /// summed over processors.
-    static func machine() -> Double? {
-        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-              let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ")
-        else { return nil }
-        // user nice system idle iowait irq softirq …
-        let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }
-        guard ticks.count >= 7 else { return nil }
-        return (ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]) / ticksPerSecond
-    }
-
-    private static var ticksPerSecond: Double { Double(sysconf(Int32(_SC_CLK_TCK))) }
-}
-
 /// What the bench must undo whatever happens: the relay process, its database and the roles
 /// of its users (roles belong to the whole cluster). Run after each workload's relay, on a
 /// failure, or on SIGINT/SIGTERM.
