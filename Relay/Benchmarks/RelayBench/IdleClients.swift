@@ -14,6 +14,7 @@ import Synchronization
 enum IdleClients {
     static let steps = [500, 1_000, 2_000, 5_000, 10_000]
     static let quickSteps = [200, 500]
+
     static func run(steps: [Int]) async throws -> [BenchResult] {
         let limit = BenchCleanup.raiseDescriptorLimit()
         return try await BenchRelay.withFreshRelay { relay, run in
