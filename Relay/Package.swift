@@ -70,6 +70,8 @@ let package = Package(
                 "mirror-relay",
                 .product(name: "MagicMirror", package: "MagicMirror"),
                 .product(name: "MagicMirrorRelay", package: "MagicMirror"),
+                // The commit workload's direct baseline.
+                .product(name: "MagicMirrorPostgreSQL", package: "MagicMirrorPostgreSQL"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

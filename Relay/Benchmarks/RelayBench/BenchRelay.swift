@@ -29,18 +29,45 @@ enum BenchServer {
         return components.string!
     }
 
-    /// Runs `statement` as the superuser on database `postgres`.
-    static func admin(_ statement: String) async throws {
-        guard let components = URLComponents(string: try url(database: "postgres")), let host = components.host else {
+    /// A postgres-nio configuration for database `name` of the server, as `role` (the
+    /// superuser unless given).
+    static func configuration(database name: String, role: String? = nil) throws -> PostgresClient.Configuration {
+        guard let components = URLComponents(string: try url(database: name, role: role)), let host = components.host else {
             throw BenchFailure("MAGICMIRROR_POSTGRES_URL is not a URL with a host")
         }
-        let configuration = PostgresClient.Configuration(
+        return PostgresClient.Configuration(
             host: host, port: components.port ?? 5432, username: components.user ?? "postgres",
-            password: components.password, database: "postgres", tls: .disable)
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+            password: components.password, database: name, tls: .disable)
+    }
+
+    /// Runs `statement` as the superuser on `database` (`postgres` unless given).
+    static func admin(_ statement: String, database: String = "postgres") async throws {
+        let client = PostgresClient(configuration: try configuration(database: database), backgroundLogger: logger)
         let run = Task { await client.run() }
         defer { run.cancel() }
         for try await _ in try await client.query(PostgresQuery(unsafeSQL: statement), logger: logger) {}
+    }
+
+    /// How many transactions the server has counted in `database` (committed or rolled
+    /// back; the statistics lag the transactions by up to a second), and the processes of
+    /// the server's sessions on it (the server runs on this machine).
+    static func activity(in database: String) async -> (transactions: Int?, backends: [Int]) {
+        guard let configuration = try? configuration(database: "postgres") else { return (nil, []) }
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let run = Task { await client.run() }
+        defer { run.cancel() }
+        var transactions: Int?
+        var backends: [Int] = []
+        do {
+            let counts = try await client.query(
+                "SELECT xact_commit + xact_rollback FROM pg_catalog.pg_stat_database WHERE datname = \(database)",
+                logger: logger)
+            for try await count in counts.decode(Int.self) { transactions = count }
+            let sessions = try await client.query(
+                "SELECT pid FROM pg_catalog.pg_stat_activity WHERE datname = \(database)", logger: logger)
+            for try await pid in sessions.decode(Int32.self) { backends.append(Int(pid)) }
+        } catch {}
+        return (transactions, backends)
     }
 }
 
@@ -136,6 +163,28 @@ final class BenchRelay: Sendable {
     /// How many descriptors the relay has open.
     var descriptors: Int? { try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count }
 
+    /// Makes a fresh database (named after a new run id, which also prefixes the users' names),
+    /// sets it up, starts a relay on it and runs `body` with both; then, also when `body`
+    /// throws, stops the relay and drops the database and the roles given to
+    /// ``BenchCleanup/addRoles(_:)`` meanwhile.
+    static func withFreshRelay<Result>(_ body: (BenchRelay, _ run: String) async throws -> Result) async throws -> Result {
+        let run = "rb" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(8)
+        do {
+            try await BenchServer.admin("CREATE DATABASE \(run)")
+            BenchCleanup.shared.database = run
+            try setup(database: run)
+            let result = try await body(try start(database: run), run)
+            await BenchCleanup.shared.run()
+            return result
+        } catch {
+            await BenchCleanup.shared.run()
+            throw error
+        }
+    }
+
+    /// The processor time the relay has used so far, in seconds.
+    var cpuSeconds: Double? { ProcessorTime.process("\(pid)") }
+
     /// Stops a relay: SIGTERM, then SIGKILL after 10 s.
     fileprivate static func stop(_ child: Child) {
         guard child.process.isRunning else { return }
@@ -148,8 +197,8 @@ final class BenchRelay: Sendable {
 }
 
 /// What the bench must undo whatever happens: the relay process, its database and the roles
-/// of its users (roles belong to the whole cluster). Run once, at the end, on a failure, or
-/// on SIGINT/SIGTERM.
+/// of its users (roles belong to the whole cluster). Run after each workload's relay, on a
+/// failure, or on SIGINT/SIGTERM.
 final class BenchCleanup: Sendable {
     static let shared = BenchCleanup()
 
@@ -168,21 +217,25 @@ final class BenchCleanup: Sendable {
         get { state.withLock { $0.database } }
         set { state.withLock { $0.database = newValue } }
     }
-    var roles: [String] {
-        get { state.withLock { $0.roles } }
-        set { state.withLock { $0.roles = newValue } }
-    }
+    /// Roles to drop with the database: the users of the relay under way, and any of the
+    /// bench's own.
+    func addRoles(_ names: [String]) { state.withLock { $0.roles += names } }
 
     /// The cleanup under way: a second caller (the signal's, or the bench's own when a
     /// signal stopped the relay under it) waits for the first's to end, then returns.
     private let running = Mutex<Task<Void, Never>?>(nil)
 
-    /// Stops the relay, drops the database, then the roles, once; every caller returns when
-    /// that is done.
+    /// Stops the relay, drops the database, then the roles; callers meanwhile wait for the
+    /// same cleanup. Once it is done, the next call cleans up what was registered since (the
+    /// next workload's relay).
     func run() async {
         let task = running.withLock { running in
             if let running { return running }
-            let task = Task { await self.cleanUp() }
+            let task = Task {
+                await self.cleanUp()
+                // Waits for the caller that made this task to store it, then forgets it.
+                self.running.withLock { $0 = nil }
+            }
             running = task
             return task
         }

@@ -1,10 +1,6 @@
 import Foundation
-import JWTKit
 import MagicMirror
 @_spi(RelayProtocol) import MagicMirrorRelay
-import NIOCore
-import NIOHTTP1
-import NIOPosix
 import Synchronization
 
 /// `idle-clients`: how many clients one relay holds, each with its long poll (`/v1/watch`)
@@ -13,57 +9,24 @@ import Synchronization
 /// Clients are added in steps. At each step, once every client has connected and been
 /// answered with a heartbeat to a poll sent after the last one connected, the bench reads
 /// the relay's resident memory and open descriptors. Each user has at most
-/// `maximumSessionsPerUser` sessions (the relay's cap), and each client watches a private
-/// zone of its own user that no other client watches.
+/// `BenchUsers.maximumSessionsPerUser` sessions (the relay's cap), and each client watches a
+/// private zone of its own user that no other client watches.
 enum IdleClients {
     static let steps = [500, 1_000, 2_000, 5_000, 10_000]
     static let quickSteps = [200, 500]
-    /// The relay's cap on a user's sessions.
-    static let maximumSessionsPerUser = 16
-    /// Clients connected at once while ramping up.
-    static let connectBatch = 250
 
     static func run(steps: [Int]) async throws -> [BenchResult] {
         let limit = BenchCleanup.raiseDescriptorLimit()
-        let run = "rb" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(8)
-        do {
-            let results = try await measure(steps: steps, run: run, descriptorLimit: limit)
-            await BenchCleanup.shared.run()
-            return results
-        } catch {
-            await BenchCleanup.shared.run()
-            throw error
-        }
-    }
-
-    private static func measure(steps: [Int], run: String, descriptorLimit: Int) async throws -> [BenchResult] {
-        try await BenchServer.admin("CREATE DATABASE \(run)")
-        BenchCleanup.shared.database = run
-        try BenchRelay.setup(database: run)
-        let relay = try BenchRelay.start(database: run)
-        let idleKiB = relay.residentKiB ?? 0
-        let most = steps.max() ?? 0
-        let users = (most + maximumSessionsPerUser - 1) / maximumSessionsPerUser
-        let names = (0..<users).map { "\(run)_\($0)" }
-        BenchCleanup.shared.roles = names
-        let tokens = try await signedTokens(for: names)
-        let board = ClientBoard()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        var channels: [any Channel] = []
-        func closeClients() async {
-            board.stop()
-            for channel in channels { channel.close(promise: nil) }
-            try? await group.shutdownGracefully()
-        }
-        do {
-            let results = try await ramp(
-                steps: steps, run: run, relay: relay, idleKiB: idleKiB, names: names, tokens: tokens, board: board,
-                group: group, channels: &channels, descriptorLimit: descriptorLimit)
-            await closeClients()
-            return results
-        } catch {
-            await closeClients()
-            throw error
+        return try await BenchRelay.withFreshRelay { relay, run in
+            let idleKiB = relay.residentKiB ?? 0
+            let names = BenchUsers.names(run: run, clients: steps.max() ?? 0)
+            let tokens = try await BenchUsers.tokens(for: names)
+            let board = ClientBoard()
+            return try await WatchClients.with(board: board) { pool in
+                try await ramp(
+                    steps: steps, run: run, relay: relay, idleKiB: idleKiB, names: names, tokens: tokens,
+                    board: board, pool: pool, descriptorLimit: limit)
+            }
         }
     }
 
@@ -71,37 +34,19 @@ enum IdleClients {
     /// whose clients were not all answered.
     private static func ramp(
         steps: [Int], run: String, relay: BenchRelay, idleKiB: Double, names: [String], tokens: [String],
-        board: ClientBoard, group: MultiThreadedEventLoopGroup, channels: inout [any Channel], descriptorLimit: Int
+        board: ClientBoard, pool: WatchClients, descriptorLimit: Int
     ) async throws -> [BenchResult] {
+        let perUser = BenchUsers.maximumSessionsPerUser
         var results: [BenchResult] = []
         for clients in steps {
             let start = monotonicSeconds()
             board.grow(to: clients)
-            var failure: String?
-            for first in stride(from: channels.count, to: clients, by: connectBatch) {
-                let connecting = (first..<min(first + connectBatch, clients)).map { index in
-                    let user = index / maximumSessionsPerUser
-                    let spec = ClientSpec(
-                        index: index, port: relay.port, token: tokens[user], session: "\(run)-\(index)",
-                        zone: .private("Bench\(index % maximumSessionsPerUser)", user: names[user]))
-                    return ClientBootstrap(group: group)
-                        .channelInitializer { channel in
-                            channel.eventLoop.makeCompletedFuture {
-                                try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                                try channel.pipeline.syncOperations.addHandler(WatchClient(spec, board: board))
-                            }
-                        }
-                        .connect(host: "127.0.0.1", port: relay.port)
-                }
-                for future in connecting {
-                    do {
-                        channels.append(try await future.get())
-                    } catch {
-                        failure = failure ?? "connecting client \(channels.count + 1) failed: \(error)"
-                    }
-                }
-                if failure != nil { break }
+            let specs = (pool.channels.count..<clients).map { index in
+                ClientSpec(
+                    index: index, run: run, port: relay.port, tokens: tokens,
+                    zone: .private("Bench\(index % perUser)", user: names[index / perUser]))
             }
+            var failure = await pool.connect(specs, port: relay.port)
             // Every client answered with a heartbeat to a poll sent after the last one connected
             // (the first polls, which register the zones while the others connect, are timed
             // apart); a poll is late when it took longer than the protocol's dead-link window.
@@ -123,8 +68,8 @@ enum IdleClients {
                 failure = String(
                     format: "a poll took %.1f s, longer than the %ld s dead-link window", window.longest, RelayWire.deadLinkSeconds)
             }
-            var note = "\(clients) clients of \((clients + maximumSessionsPerUser - 1) / maximumSessionsPerUser) users "
-                + "(\(maximumSessionsPerUser) sessions each), each watching a private zone of its own; "
+            var note = "\(clients) clients of \((clients + perUser - 1) / perUser) users "
+                + "(\(perUser) sessions each), each watching a private zone of its own; "
                 + String(
                     format: "relay RSS with no client %.1f MiB; polls sent while clients connected answered within %.1f s; "
                         + "descriptor limit %ld", idleKiB / 1024, window.rampLongest, descriptorLimit)
@@ -142,43 +87,12 @@ enum IdleClients {
         }
         return results
     }
-
-    /// One HS256 token per user, valid for an hour, signed with the relay's secret.
-    private static func signedTokens(for names: [String]) async throws -> [String] {
-        let keys = JWTKeyCollection()
-        await keys.add(hmac: HMACKey(from: BenchServer.secret), digestAlgorithm: .sha256)
-        var tokens: [String] = []
-        for name in names {
-            tokens.append(
-                try await keys.sign(
-                    TokenClaims(
-                        sub: .init(value: name), exp: .init(value: Date().addingTimeInterval(3600)),
-                        aud: .init(value: [BenchServer.audience]))))
-        }
-        return tokens
-    }
-
-    private struct TokenClaims: JWTPayload {
-        var sub: SubjectClaim
-        var exp: ExpirationClaim
-        var aud: AudienceClaim
-        func verify(using algorithm: some JWTAlgorithm) async throws {}
-    }
-}
-
-/// What one client sends.
-struct ClientSpec: Sendable {
-    let index: Int
-    let port: Int
-    let token: String
-    let session: String
-    let zone: ZoneID
 }
 
 /// The clients' answers since the window opened (after the last client of a step
 /// connected). Every field is protected by the one mutex; the clients' event loops write it,
 /// the bench's task reads it.
-final class ClientBoard: Sendable {
+final class ClientBoard: WatchBoard {
     struct Window {
         var answered = 0
         var failures = 0
@@ -226,8 +140,9 @@ final class ClientBoard: Sendable {
         }
     }
 
-    /// Client `index` was answered, `seconds` after sending its poll at `sentAt` (monotonic).
-    func answered(_ index: Int, sentAt: Double, seconds: Double, heartbeat: Bool) {
+    /// Client `index` was answered: a heartbeat when `hints` is empty.
+    func answered(_ index: Int, sentAt: Double, answeredAt: Double, hints: [RemoteNotification]) {
+        let (seconds, heartbeat) = (answeredAt - sentAt, hints.isEmpty)
         state.withLock { state in
             guard sentAt >= state.windowStart else {
                 state.window.rampLongest = max(state.window.rampLongest, seconds)
@@ -254,90 +169,5 @@ final class ClientBoard: Sendable {
         }
     }
 
-    /// From now on, closed connections are the bench's doing.
     func stop() { state.withLock { $0.stopping = true } }
-}
-
-/// One client: a connection that holds a long poll on the relay and polls again when
-/// answered. Lives on its channel's event loop.
-final class WatchClient: ChannelInboundHandler {
-    typealias InboundIn = HTTPClientResponsePart
-    typealias OutboundOut = HTTPClientRequestPart
-
-    private let spec: ClientSpec
-    private let board: ClientBoard
-    private var token = ChangeToken.initial
-    private var request: ByteBuffer?
-    private var sentAt = 0.0
-    private var status: UInt = 0
-    private var body = ByteBuffer()
-
-    init(_ spec: ClientSpec, board: ClientBoard) {
-        (self.spec, self.board) = (spec, board)
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
-        send(context)
-        context.fireChannelActive()
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head):
-            status = head.status.code
-            body.clear()
-        case .body(var part):
-            body.writeBuffer(&part)
-        case .end:
-            let seconds = monotonicSeconds() - sentAt
-            guard status == 200 else {
-                board.failed(spec.index, "HTTP \(status): \(String(buffer: body).prefix(300))")
-                context.close(promise: nil)
-                return
-            }
-            let hints: [RemoteNotification]
-            do {
-                hints = try JSONDecoder().decode(RelayWire.Hints.self, from: Data(body.readableBytesView)).hints
-            } catch {
-                board.failed(spec.index, "an answer that is not hints: \(error)")
-                context.close(promise: nil)
-                return
-            }
-            for hint in hints where hint.zone == spec.zone && hint.token != token {
-                token = hint.token
-                request = nil
-            }
-            board.answered(spec.index, sentAt: sentAt, seconds: seconds, heartbeat: hints.isEmpty)
-            send(context)
-        }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        board.failed(spec.index, "the connection closed")
-        context.fireChannelInactive()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        board.failed(spec.index, "\(error)")
-        context.close(promise: nil)
-    }
-
-    /// Sends the long poll: the session, and the client's zone with the token it knows.
-    private func send(_ context: ChannelHandlerContext) {
-        if request == nil {
-            let watch = RelayWire.WatchRequest(session: spec.session, zones: [.init(zone: spec.zone, token: token)])
-            // The request is this bench's own value: it always encodes.
-            request = ByteBuffer(bytes: try! JSONEncoder().encode(watch))
-        }
-        guard let request else { return }
-        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/watch")
-        head.headers.add(name: "Host", value: "127.0.0.1:\(spec.port)")
-        head.headers.add(name: "Authorization", value: "Bearer " + spec.token)
-        head.headers.add(name: "Content-Type", value: "application/json")
-        head.headers.add(name: "Content-Length", value: "\(request.readableBytes)")
-        sentAt = monotonicSeconds()
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(request))), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-    }
 }

@@ -1,0 +1,221 @@
+import Foundation
+import JWTKit
+import MagicMirror
+@_spi(RelayProtocol) import MagicMirrorRelay
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The users a workload's clients act as, `RUN_0`, `RUN_1`, …: at most
+/// ``maximumSessionsPerUser`` clients each, client `i` of user `i / 16`.
+enum BenchUsers {
+    /// The relay's cap on a user's sessions.
+    static let maximumSessionsPerUser = 16
+
+    /// The names of enough users for `clients` clients, registered with the cleanup.
+    static func names(run: String, clients: Int) -> [String] {
+        let names = (0..<(clients + maximumSessionsPerUser - 1) / maximumSessionsPerUser).map { "\(run)_\($0)" }
+        BenchCleanup.shared.addRoles(names)
+        return names
+    }
+
+    /// One HS256 token per user, valid for an hour, signed with the relay's secret.
+    static func tokens(for names: [String]) async throws -> [String] {
+        let keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: BenchServer.secret), digestAlgorithm: .sha256)
+        var tokens: [String] = []
+        for name in names {
+            tokens.append(
+                try await keys.sign(
+                    TokenClaims(
+                        sub: .init(value: name), exp: .init(value: Date().addingTimeInterval(3600)),
+                        aud: .init(value: [BenchServer.audience]))))
+        }
+        return tokens
+    }
+
+    private struct TokenClaims: JWTPayload {
+        var sub: SubjectClaim
+        var exp: ExpirationClaim
+        var aud: AudienceClaim
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+}
+
+/// What one client sends.
+struct ClientSpec: Sendable {
+    let index: Int
+    let port: Int
+    let token: String
+    let session: String
+    let zone: ZoneID
+
+    /// Client `index` of a run: session `RUN-index`, as user `index / 16` (of
+    /// ``BenchUsers/names(run:clients:)``, whose tokens, in the same order, are `tokens`),
+    /// watching `zone`.
+    init(index: Int, run: String, port: Int, tokens: [String], zone: ZoneID) {
+        (self.index, self.port, self.zone) = (index, port, zone)
+        token = tokens[index / BenchUsers.maximumSessionsPerUser]
+        session = "\(run)-\(index)"
+    }
+}
+
+/// What hears the clients' answers. Its methods are called on the clients' event loops.
+protocol WatchBoard: Sendable {
+    /// Client `index`'s poll, sent at `sentAt`, was answered at `answeredAt` (monotonic
+    /// seconds) with `hints` (none: a heartbeat).
+    func answered(_ index: Int, sentAt: Double, answeredAt: Double, hints: [RemoteNotification])
+    /// Client `index` failed: an error status, an answer that is not hints, a closed
+    /// connection.
+    func failed(_ index: Int, _ reason: String)
+    /// From now on, closed connections are the bench's doing.
+    func stop()
+}
+
+/// The clients of one workload: SwiftNIO connections on two event-loop threads of this
+/// process, each a ``WatchClient``. Used by one task.
+final class WatchClients {
+    /// Clients connected at once.
+    static let connectBatch = 250
+
+    let board: any WatchBoard
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+    private(set) var channels: [any Channel] = []
+
+    private init(board: any WatchBoard) { self.board = board }
+
+    /// Runs `body` with a pool of clients that report to `board`, then closes them, also
+    /// when `body` throws.
+    static func with<Result>(board: any WatchBoard, _ body: (WatchClients) async throws -> Result) async throws -> Result {
+        let pool = WatchClients(board: board)
+        do {
+            let result = try await body(pool)
+            await pool.close()
+            return result
+        } catch {
+            await pool.close()
+            throw error
+        }
+    }
+
+    /// Connects a client for each of `specs`, ``connectBatch`` at a time; returns the first
+    /// failure, after which it connects no further batch.
+    func connect(_ specs: [ClientSpec], port: Int) async -> String? {
+        var failure: String?
+        for first in stride(from: 0, to: specs.count, by: Self.connectBatch) {
+            let connecting = specs[first..<min(first + Self.connectBatch, specs.count)].map { spec in
+                ClientBootstrap(group: group)
+                    .channelInitializer { [board] channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                            try channel.pipeline.syncOperations.addHandler(WatchClient(spec, board: board))
+                        }
+                    }
+                    .connect(host: "127.0.0.1", port: port)
+            }
+            for future in connecting {
+                do {
+                    channels.append(try await future.get())
+                } catch {
+                    failure = failure ?? "connecting client \(channels.count + 1) failed: \(error)"
+                }
+            }
+            if failure != nil { break }
+        }
+        return failure
+    }
+
+    /// Stops the board, closes every connection and the event loops.
+    private func close() async {
+        board.stop()
+        for channel in channels { channel.close(promise: nil) }
+        channels = []
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// One client: a connection that holds a long poll on the relay and polls again when
+/// answered, with the latest token of its zone that a hint brought. Lives on its channel's
+/// event loop.
+final class WatchClient: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private let spec: ClientSpec
+    private let board: any WatchBoard
+    private let decoder = JSONDecoder()
+    private var token = ChangeToken.initial
+    private var request: ByteBuffer?
+    private var sentAt = 0.0
+    private var status: UInt = 0
+    private var body = ByteBuffer()
+
+    init(_ spec: ClientSpec, board: any WatchBoard) {
+        (self.spec, self.board) = (spec, board)
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        send(context)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            status = head.status.code
+            body.clear()
+        case .body(var part):
+            body.writeBuffer(&part)
+        case .end:
+            let answeredAt = monotonicSeconds()
+            guard status == 200 else {
+                board.failed(spec.index, "HTTP \(status): \(String(buffer: body).prefix(300))")
+                context.close(promise: nil)
+                return
+            }
+            let hints: [RemoteNotification]
+            do {
+                hints = try decoder.decode(RelayWire.Hints.self, from: Data(body.readableBytesView)).hints
+            } catch {
+                board.failed(spec.index, "an answer that is not hints: \(error)")
+                context.close(promise: nil)
+                return
+            }
+            for hint in hints where hint.zone == spec.zone && hint.token != token {
+                token = hint.token
+                request = nil
+            }
+            board.answered(spec.index, sentAt: sentAt, answeredAt: answeredAt, hints: hints)
+            send(context)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        board.failed(spec.index, "the connection closed")
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        board.failed(spec.index, "\(error)")
+        context.close(promise: nil)
+    }
+
+    /// Sends the long poll: the session, and the client's zone with the token it knows.
+    private func send(_ context: ChannelHandlerContext) {
+        if request == nil {
+            let watch = RelayWire.WatchRequest(session: spec.session, zones: [.init(zone: spec.zone, token: token)])
+            // The request is this bench's own value: it always encodes.
+            request = ByteBuffer(bytes: try! JSONEncoder().encode(watch))
+        }
+        guard let request else { return }
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/watch")
+        head.headers.add(name: "Host", value: "127.0.0.1:\(spec.port)")
+        head.headers.add(name: "Authorization", value: "Bearer " + spec.token)
+        head.headers.add(name: "Content-Type", value: "application/json")
+        head.headers.add(name: "Content-Length", value: "\(request.readableBytes)")
+        sentAt = monotonicSeconds()
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(request))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+}
