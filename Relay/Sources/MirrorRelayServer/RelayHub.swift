@@ -5,15 +5,17 @@ import MagicMirror
 @_spi(RelayProtocol) import MagicMirrorRelay
 import Synchronization
 
-/// The relay's fan-out: one subscription per user and zone on that user's database (all
-/// fed by the process's one listening connection), and per client connection (a session of
-/// `/v1/watch` long polls) a bounded queue of hints.
+/// The relay's fan-out: one subscription per user and private or shared zone on that
+/// user's database, and one per public zone on the database of the first user who watched
+/// it (all fed by the process's one listening connection), and per client connection (a
+/// session of `/v1/watch` long polls) a bounded queue of hints.
 ///
 /// State, behind one mutex (never held while subscribing, reading or awaiting):
 /// - `sessions`: per user and session id, the zones watched, the queue (``HintQueue``: at
 ///   most one hint per zone and reason), the waiting poll's wake-up, and when the session
 ///   last polled;
-/// - `watches`: per user and zone, the subscription and the sessions that watch it;
+/// - `watches`: per user and zone (per zone for a public zone), the subscription and the
+///   sessions that watch it;
 /// - `bySubject`: the sessions of each user (an index of `sessions`).
 ///
 /// A session that has not polled for `RelayWire.deadLinkSeconds` is forgotten by
@@ -21,7 +23,18 @@ import Synchronization
 /// the sessions' zones (at most `RelayWire.maximumWatchedZones` each) times three reasons.
 final class RelayHub: Sendable {
     private struct SessionKey: Hashable { let subject: String; let id: String }
-    private struct WatchKey: Hashable { let subject: String; let zone: ZoneID }
+    /// A subscription's key: the user and the zone, or the zone alone for a public zone,
+    /// whose records every user reads alike (one pull per commit for every user watching it,
+    /// not one per user).
+    private struct WatchKey: Hashable {
+        let subject: String
+        let zone: ZoneID
+
+        init(subject: String, zone: ZoneID) {
+            self.subject = zone.scope == .public ? "" : subject
+            self.zone = zone
+        }
+    }
 
     private struct Session {
         var zones: Set<ZoneID> = []

@@ -1,0 +1,53 @@
+import Foundation
+import Logging
+import MagicMirror
+@_spi(Relay) import MagicMirrorPostgreSQL
+@_spi(RelayProtocol) import MagicMirrorRelay
+@testable import MirrorRelayServer
+import Testing
+
+/// The hub's subscriptions, driven in this process on a relay's database: one per user and
+/// private zone, one per public zone for every user watching it.
+@Suite(.timeLimit(.minutes(10)), .enabled(if: RelayTestServer.isAvailable, RelayTestServer.skipMessage))
+struct RelayHubTests {
+    @Test func usersWatchingOnePublicZoneShareOneSubscriptionAndAllHearItsCommits() async throws {
+        try await RunningRelay.with { relay in
+            let users = RelayUsers(
+                url: RelayTestServer.url(database: relay.database, role: RelayTestServer.relayRole), environment: [:],
+                connections: 3, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let hub = RelayHub()
+            let names = (0..<3).map { _ in RelayTestServer.uniqueName("user") }
+            var databases: [PostgreSQLDatabase] = []
+            for name in names { databases.append(try await users.database(for: name)) }
+            let zone = ZoneID.public("Todo")
+            func poll(_ index: Int, with zones: [ZoneID]) async throws -> [RemoteNotification] {
+                try await hub.poll(
+                    RelayWire.WatchRequest(session: "s\(index)", zones: zones.map { .init(zone: $0, token: .initial) }),
+                    subject: names[index], database: databases[index])
+            }
+            // Each user watches the public zone and a private zone of their own.
+            for index in names.indices {
+                _ = try await poll(index, with: [zone, .private("Todo", user: names[index])])
+            }
+            #expect(hub.counts.watches == 1 + names.count)
+            // A commit to the public zone is heard by every user's session.
+            try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: names[0])) {
+                _ = try await databases[0].commit(
+                    [.save("a", fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1_000, counter: 0))],
+                    to: zone)
+            }
+            for index in names.indices {
+                var heard: [String] = []
+                let deadline = ContinuousClock.now + .seconds(60)
+                while !heard.contains("a"), ContinuousClock.now < deadline {
+                    heard += try await poll(index, with: [zone, .private("Todo", user: names[index])])
+                        .filter { $0.zone == zone }.flatMap(\.recordIDs)
+                }
+                #expect(heard.contains("a"), "user \(index)")
+            }
+            hub.sweep(now: .now + .seconds(3600))
+            #expect(hub.counts.watches == 0)
+            await users.close()
+        }
+    }
+}
