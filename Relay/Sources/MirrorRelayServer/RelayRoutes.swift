@@ -247,42 +247,40 @@ final class CommitClaim: Sendable {
     var writerRefused: Bool { recorded.withLock { $0 == .otherWriter } }
 
     /// Binds the writer id to the subject, or throws when it is another's; then records the
-    /// key, once per request, and throws when it was recorded before.
+    /// key, once per request, and throws when it was recorded before. One statement, so one
+    /// round trip of the commit's transaction.
     func record(on connection: PostgresConnection, logger: Logger) async throws {
         guard recorded.withLock({ $0 == nil }) else { return }
-        let bound = try await connection.query(
+        let bytes = ByteBuffer(bytes: body)
+        // The key's row is claimed only for a writer that is the subject's; the digest of a
+        // key recorded before is read from before this statement (its own insert is not
+        // visible to it), so a key claimed now reads as the same body.
+        let rows = try await connection.query(
             """
             WITH bound AS (
                 INSERT INTO magicmirror_relay.writers (writer, subject) VALUES (\(writer), \(subject))
-                ON CONFLICT DO NOTHING RETURNING subject)
-            SELECT coalesce((SELECT subject FROM bound),
-                            (SELECT subject FROM magicmirror_relay.writers WHERE writer = \(writer)), \(subject)) = \(subject)
-            """, logger: logger)
-        var own = true
-        for try await (same) in bound.decode(Bool.self) { own = same }
-        if !own {
-            recorded.withLock { $0 = .otherWriter }
-            throw RelayFailure(.forbidden, "writerTaken", "the writer id is another user's")
-        }
-        guard let key else { return }
-        let bytes = ByteBuffer(bytes: body)
-        let rows = try await connection.query(
-            """
-            WITH claimed AS (
+                ON CONFLICT DO NOTHING RETURNING subject),
+            owner AS (
+                SELECT coalesce((SELECT subject FROM bound),
+                                (SELECT subject FROM magicmirror_relay.writers WHERE writer = \(writer)), \(subject)) = \(subject)
+                       AS own),
+            claimed AS (
                 INSERT INTO magicmirror_relay.commits (subject, key, digest)
-                VALUES (\(subject), \(key), sha256(\(bytes)::bytea))
+                SELECT \(subject), \(key), sha256(\(bytes)::bytea)
+                WHERE \(key)::text IS NOT NULL AND (SELECT own FROM owner)
                 ON CONFLICT DO NOTHING RETURNING 1)
-            SELECT (SELECT count(*) FROM claimed)::int8,
+            SELECT (SELECT own FROM owner), (SELECT count(*) FROM claimed)::int8,
                    coalesce((SELECT digest IS NULL OR digest = sha256(\(bytes)::bytea) FROM magicmirror_relay.commits
                              WHERE subject = \(subject) AND key = \(key)), true)
             """, logger: logger)
         var found = Found.new
-        for try await (inserted, same) in rows.decode((Int64, Bool).self) {
-            found = inserted > 0 ? .new : same ? .sameBody : .otherBody
+        for try await (own, inserted, same) in rows.decode((Bool, Int64, Bool).self) {
+            found = !own ? .otherWriter : key == nil || inserted > 0 ? .new : same ? .sameBody : .otherBody
         }
         recorded.withLock { $0 = found }
         switch found {
-        case .new, .otherWriter: return
+        case .new: return
+        case .otherWriter: throw RelayFailure(.forbidden, "writerTaken", "the writer id is another user's")
         case .sameBody: throw RelayFailure(.conflict, "replayed", "the commit was applied before")
         case .otherBody: throw RelayFailure(.conflict, "idempotencyKeyReused", "the key was used for another commit")
         }
