@@ -40,9 +40,10 @@ import Synchronization
 /// ## Threads
 ///
 /// The filter, the order and records' `==` run with no lock held, on the thread that
-/// changed the mirror (or that made the view): they may read the mirror and its views. A
-/// change reaches the view whole: the records one pull brings in show all at once, never
-/// some of them.
+/// changed the mirror (or that made the view): they may read the mirror and its views, and
+/// may run more than once for one change. A change reaches the view whole: the records one
+/// pull brings in show all at once, never some of them. A change shows in the view when the
+/// edit that made it returns, and no thread waits for another to apply it.
 public final class LiveView<Record: Recordable>: Sendable {
     /// The mirror the view shows.
     public let mirror: Mirror<Record>
@@ -53,9 +54,6 @@ public final class LiveView<Record: Recordable>: Sendable {
     // Internal, not private, for LiveView+Updating.swift.
     let filter: RecordFilter<Record>
     let state: Mutex<State>
-    /// Wakes the threads that wait for another thread to apply their changes (see
-    /// ``applyPending(upTo:)``).
-    let applied = NSCondition()
     let registrar = ObservationRegistrar()
     /// `\.records`, made once (a generic class's key path literal is instantiated at run time
     /// each time it is evaluated).
@@ -73,40 +71,46 @@ public final class LiveView<Record: Recordable>: Sendable {
 
     // How a view changes (read this before changing it)
     //
-    // The filter, the order and `==` are user code, so they run with no lock held. The view
-    // keeps two indexes of its records: `Working.index`, sorted with the order, where each
-    // change is worked out, and `State.shown`, what readers see, which only ever replays
-    // the positions `Working.index` gave (no comparison, so no user code under `state`).
+    // The filter, the order and `==` are user code, so they run with no lock held. Readers
+    // see `State.shown`, an index sorted with the order that only ever replays positions
+    // worked out on another index equal to it (no comparison, so no user code under
+    // `state`). No thread waits for another: a thread that waited for the one applying the
+    // view's changes would block a thread of Swift's cooperative pool when an async task
+    // (a pull, a commit, your own) changed the mirror.
     //
-    // - `state` (a Mutex) guards `shown`, the updates the mirror handed over and not applied
-    //   yet (`inbox`, in the order the mirror made them), the counts of updates handed over
-    //   and applied, the streams, and `working` while no thread applies. Held for short
-    //   sections: no user code, no other lock taken inside except an AsyncStream's.
-    //   The mirror hands updates over with its own lock held (core → a view's state).
-    // - One thread at a time applies (the one that took `working` out of `state`): it works
-    //   a batch out on `working` with no lock held, then, in one section of `state`,
-    //   replays it on `shown`, yields the streams' changes, and takes the next batch or puts
-    //   `working` back. A batch is everything handed over so far, so a pull's records show
-    //   at once.
-    // - A thread whose updates another thread applies waits (`applied`, an NSCondition)
-    //   until they are, so that a change shows in the view when the edit returns, as before;
-    //   unless it is that thread itself (a filter that edits the mirror): it goes on, and
-    //   its changes are applied once the batch under way is.
-
-    /// The view's sorted index and the records it holds by id: what the applying thread
-    /// works changes out on.
-    struct Working: Sendable {
-        var index: OrderedIndex<Entry>
-        var members: IDMap<Entry> = [:]
-    }
+    // - `state` (a Mutex) guards everything: `shown`, the records it holds by id
+    //   (`members`), the updates the mirror handed over and not shown yet (`inbox`, in the
+    //   order the mirror made them), the counts of updates handed over and shown, the
+    //   streams, and `spare`. Held for short sections: no user code, no other lock taken
+    //   inside except an AsyncStream's. The mirror hands updates over with its own lock
+    //   held (core → a view's state).
+    // - A thread that handed updates over applies rounds until they are shown (optimistic,
+    //   like a compare-and-swap): it takes the whole inbox, the members those updates
+    //   change, and an index equal to `shown` (`spare`, changed in place; or, while another
+    //   thread has it out, a copy of `shown`, copied on write as it changes); works the
+    //   round out with no lock held; then, in one section, if no other round was shown
+    //   meanwhile, replays it on `shown`, stores the members, yields the streams' changes
+    //   and puts its index back as `spare`. Otherwise it drops its work and takes the next
+    //   round, where its updates may be shown already. A round is everything handed over
+    //   so far, so a pull's records show at once; each thread returns once its own updates
+    //   are shown, so an edit shows in the view when it returns.
+    // - A filter that edits the mirror applies that edit's round from inside the round
+    //   under way, which is then out of date and taken again: keep filters free of side
+    //   effects, they may run more than once for one change.
 
     struct State: Sendable {
-        /// What readers see: ``Working/index`` as of the last batch applied.
+        /// What readers see: the records that pass the filter, in order, as of the last
+        /// round shown.
         var shown: OrderedIndex<Entry>
-        /// `nil` while a thread applies changes (it holds it), or before the view loads.
-        var working: Working?
+        /// The records `shown` holds, by id.
+        var members: IDMap<Entry> = [:]
+        /// An index equal to `shown`, which the next round changes in place; `nil` while a
+        /// thread works a round out on it, or before the view loads.
+        var spare: OrderedIndex<Entry>?
+        /// Whether the view's maker has loaded it: until then, updates wait in `inbox`.
+        var isLoaded = false
         var inbox: [LiveViewUpdate<Record>] = []
-        /// The updates handed over to the view so far, and applied so far.
+        /// The updates handed over to the view so far, and shown so far.
         var handedOver = 0
         var appliedCount = 0
         var streams: [Int: AsyncStream<LiveViewChange>.Continuation] = [:]
@@ -142,7 +146,7 @@ public final class LiveView<Record: Recordable>: Sendable {
             less = { $0.order < $1.order }
         }
         sortsByModification = order.byModification != nil
-        // `working` is nil until ``load(_:)``: the view's maker is its applying thread.
+        // Empty until ``load(_:)``: the view's maker shows the records first.
         state = Mutex(State(shown: OrderedIndex(areInIncreasingOrder: less)))
     }
 

@@ -8,9 +8,10 @@
 /// let milk = RecordFilter<Todo> { $0.title.contains("milk") }
 /// ```
 ///
-/// > Important: The predicate runs on the thread that changed the mirror, once per changed
-/// > record, so keep it quick. It runs with no lock of the mirror or its views held, so it
-/// > may read them (see ``LiveView``).
+/// > Important: The predicate runs on the thread that changed the mirror, about once per
+/// > changed record, so keep it quick and free of side effects: when threads change one
+/// > mirror at once, a change may be worked out again. It runs with no lock of the mirror
+/// > or its views held, so it may read them (see ``LiveView``).
 public struct RecordFilter<Record: Recordable>: Sendable {
     let isIncluded: @Sendable (Record) -> Bool
 
