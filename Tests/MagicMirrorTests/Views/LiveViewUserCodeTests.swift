@@ -119,19 +119,23 @@ import Testing
         #expect(view.records.map(\.id) == ["f0", "f1", "f2", "f3"])
     }
 
-    /// Threads that change the mirror at once hand their changes to whichever of them is
-    /// applying the view's: none is lost, and each shows in the view when its edit returns.
+    /// Threads that change the mirror at once work their changes out in rounds: none is
+    /// lost, and each shows in the view when its edit returns.
     @Test func changesFromManyThreadsEachShowWhenTheirEditReturns() async throws {
         let mirror = try await Mirror<Chore>(database: InMemoryDatabase())
         for rank in 0..<100 { mirror.dataModel.append(Chore(id: "c\(rank)", title: "t\(rank)", rank: rank)) }
         let view = mirror.view(where: \.done == false, sortedBy: \.rank)
+        let (threads, steps) = (4, 150)
+        let start = StartLine(runners: threads)
         let misses = AsyncCollector<String>()
         let finished = AsyncCollector<Int>()
-        for thread in 0..<4 {
+        for thread in 0..<threads {
             Thread.detachNewThread {
-                for step in 0..<300 {
+                // All at once, so that their rounds overtake one another.
+                start.arrive()
+                for step in 0..<steps {
                     // Each thread edits its own records: ids whose number is `thread` mod 4.
-                    let id = "c\((step * 4 + thread) % 100)"
+                    let id = "c\((step * threads + thread) % 100)"
                     let rank = 1_000 * (thread + 1) + step
                     mirror.dataModel[recordID: id]?.rank = rank
                     if !view.records.contains(where: { $0.id == id && $0.rank == rank }) {
@@ -141,38 +145,113 @@ import Testing
                 finished.append(thread)
             }
         }
-        try await finished.wait(forCount: 4, "the four editing threads")
+        try await finished.wait(forCount: threads, "the editing threads")
         #expect(misses.items.count == 0, "edits not in the view when they returned: \(misses.items.prefix(5))")
         let expected = mirror.dataModel.filter { !$0.done }.sorted { $0.rank < $1.rank }.map(\.id)
         #expect(view.records.map(\.id) == expected)
+        #expect(view.records.map(\.rank) == expected.map { id in mirror.dataModel[recordID: id]?.rank ?? -1 })
     }
 
-    @Test func aPullShowsInAViewWholeToAnotherThread() async throws {
+    /// An edit made while another thread works a change of the view out (here, stopped in
+    /// the view's filter) shows in the view when it returns, without waiting for that
+    /// thread: an async caller, on Swift's cooperative pool, is never blocked by a view.
+    @Test func anEditDoesNotWaitForAThreadWorkingOutAnotherChange() async throws {
+        let mirror = try await Mirror<Chore>(database: InMemoryDatabase())
+        for rank in 0..<3 { mirror.dataModel.append(Chore(id: "c\(rank)", title: "t\(rank)", rank: rank)) }
+        let gate = Gate()
+        let view = mirror.view(where: RecordFilter { chore in
+            if chore.id == "c0", chore.rank == 100 { gate.holdFirstCaller() }
+            return true
+        }, sortedBy: \.rank)
+        let shownWhenReturned = AsyncCollector<Bool>()
+        Thread.detachNewThread {
+            mirror.dataModel[recordID: "c0"]?.rank = 100
+            shownWhenReturned.append(view.records.contains { $0.id == "c0" && $0.rank == 100 })
+        }
+        try await gate.stopped.wait(forCount: 1, "the first thread stopped in the filter")
+        // This task's edit: the first thread is still inside its filter.
+        mirror.dataModel[recordID: "c1"]?.rank = 50
+        #expect(view.records.contains { $0.id == "c1" && $0.rank == 50 })
+        #expect(view.records.map(\.id) == ["c2", "c1", "c0"])
+        gate.open()
+        try await shownWhenReturned.wait(forCount: 1, "the first thread's edit to return")
+        #expect(gate.letGo.items == [true], "the first thread was let go by open(), not by its minute running out")
+        #expect(shownWhenReturned.items == [true])
+        #expect(view.records.map(\.rank) == [2, 50, 100])
+    }
+
+    /// A pull's records show all at once: the view's filter, run for each pulled record
+    /// while the pull is worked out, reads the view as any other thread would see it then.
+    @Test func aPullShowsInAViewWhole() async throws {
         let database = InMemoryDatabase()
         let mirror = try await Mirror<Chore>(database: database)
-        let view = mirror.view(where: \.done == false)
-        let total = 2_000
+        let seen = Mutex<LiveView<Chore>?>(nil)
         let counts = AsyncCollector<Int>()
-        let stop = AsyncCollector<Bool>()
-        defer { stop.append(true) }
-        Thread.detachNewThread {
-            var last = -1
-            while stop.items.isEmpty {
-                let count = view.count
-                if count != last {
-                    counts.append(count)
-                    last = count
-                }
-                if count >= total { break }
-            }
-        }
-        try await counts.wait(forCount: 1, "the reader's first read")
+        let view = mirror.view(where: RecordFilter { chore in
+            if let view = seen.withLock({ $0 }) { counts.append(view.count) }
+            return !chore.done
+        })
+        seen.withLock { $0 = view }
+        let total = 500
         let operations = (0..<total).map { save("r\($0)", rank: $0, at: Int64(1_000 + $0)) }
         try await database.commit(operations, to: .public("Chore"))
-        try await counts.wait("every record of the pull in the view") { $0.contains(total) }
-        let partial = counts.items.filter { $0 != 0 && $0 != total }
-        #expect(partial.isEmpty, "the reader saw \(partial.count) counts of a pull half applied: \(partial.prefix(5)), …")
-        #expect(counts.items == [0, total])
-        #expect(mirror.dataModel.count == total)
+        try await waitUntil(mirror, "every record pulled") { $0.count == total }
+        #expect(view.count == total)
+        let partial = counts.items.filter { $0 != 0 }
+        #expect(counts.items.count >= total, "the filter ran for every pulled record")
+        #expect(partial.isEmpty, "a pull half shown: \(partial.count) reads, first \(partial.prefix(5))")
+        seen.withLock { $0 = nil }
+    }
+}
+
+/// Lets threads go together: each waits in ``arrive()`` until `runners` have arrived.
+private final class StartLine: Sendable {
+    private let arrived = Mutex(0)
+    private let condition = NSCondition()
+    private let runners: Int
+
+    init(runners: Int) { self.runners = runners }
+
+    func arrive() {
+        condition.lock()
+        defer { condition.unlock() }
+        let count = arrived.withLock { count in
+            count += 1
+            return count
+        }
+        if count == runners { condition.broadcast() }
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while arrived.withLock({ $0 }) < runners, condition.wait(until: deadline) {}
+    }
+}
+
+/// Stops the first thread that calls ``holdFirstCaller()`` until ``open()`` (at most a
+/// minute) and lets the others through: ``stopped`` gets `true` when that thread stops,
+/// ``letGo`` whether ``open()`` let it go (`false`: the minute ran out).
+private final class Gate: Sendable {
+    let stopped = AsyncCollector<Bool>()
+    let letGo = AsyncCollector<Bool>()
+    private let state = Mutex((entered: false, opened: false))
+    private let condition = NSCondition()
+
+    func holdFirstCaller() {
+        let first = state.withLock { state in
+            defer { state.entered = true }
+            return !state.entered
+        }
+        guard first else { return }
+        condition.lock()
+        defer { condition.unlock() }
+        stopped.append(true)
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while !state.withLock({ $0.opened }), condition.wait(until: deadline) {}
+        letGo.append(state.withLock { $0.opened })
+    }
+
+    func open() {
+        condition.lock()
+        defer { condition.unlock() }
+        state.withLock { $0.opened = true }
+        condition.broadcast()
     }
 }
