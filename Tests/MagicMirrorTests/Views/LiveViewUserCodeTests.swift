@@ -192,11 +192,13 @@ import Testing
             return !chore.done
         })
         seen.withLock { $0 = view }
+        let changes = AsyncCollector(view.changes())
         let total = 500
         let operations = (0..<total).map { save("r\($0)", rank: $0, at: Int64(1_000 + $0)) }
         try await database.commit(operations, to: .public("Chore"))
-        try await waitUntil(mirror, "every record pulled") { $0.count == total }
+        try await changes.wait(forCount: total, "every pulled record in the view")
         #expect(view.count == total)
+        #expect(mirror.dataModel.count == total)
         let partial = counts.items.filter { $0 != 0 }
         #expect(counts.items.count >= total, "the filter ran for every pulled record")
         #expect(partial.isEmpty, "a pull half shown: \(partial.count) reads, first \(partial.prefix(5))")
