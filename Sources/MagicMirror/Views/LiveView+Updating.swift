@@ -52,13 +52,13 @@ extension LiveView {
     /// ``State/shown`` with no lock held, and shows them in one section, unless another
     /// thread showed a batch meanwhile: this round's work is then out of date, and the next
     /// round starts from what is shown now, where this thread's updates may already be.
-    /// A round fails only because another succeeded, and a round taken after this thread
-    /// handed its updates over shows them: so this thread takes at most one round more
-    /// than the threads that were working a round out when it handed them over.
+    /// A round fails only because another was shown, and any round taken after this thread
+    /// handed its updates over shows them: so this thread's rounds fail at most once for
+    /// each thread that was working a round out when it handed them over.
     func applyPending(upTo count: Int) {
         var changed = false
         while true {
-            // Take (return /* Shown */ once the first `count` are).
+            // Take a round, unless the first `count` are shown (then return).
             var index: OrderedIndex<Entry>?
             var members = IDMap<Member>()
             let taken = state.withLock { state -> (batch: [LiveViewUpdate<Record>], applied: Int)? in
