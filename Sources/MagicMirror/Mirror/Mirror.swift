@@ -134,22 +134,26 @@ public final class Mirror<Record: Recordable>: Sendable {
     //   streams and observers, the last error, the live views, the mirror's membership of
     //   its zone's shared subscription, its background tasks, and whether it holds itself —
     //   and the records lent out during a mutation of `dataModel`. Held for short sections
-    //   that never block, never call user code and never take another mirror's lock; across
-    //   the `yield` of `dataModel`'s `_modify` (the caller's mutation, which may read the
-    //   engine's other state on the same thread: the lock is recursive).
+    //   that never block and never take another mirror's lock; across the `yield` of
+    //   `dataModel`'s `_modify` (the caller's mutation, which may read the engine's other
+    //   state on the same thread: the lock is recursive); and across records' `==` where the
+    //   engine compares a record with the one shown (the only other user code run under it).
     // - `commitWakeup` and `pullWakeup` (Wakeup, a Mutex each) wake the two background
     //   tasks. Signalled with or without `core` held; they take no other lock.
     // - `account` (MirrorAccountLink): `switching`, held while a user switch is applied, and
     //   `state` (the session observer and the mirrors finishing earlier zones' commits).
     // - `ZoneSubscriptions`: a zone's join gate (held across its subscribing: disk reads), then
     //   the process-wide `registry` (no disk I/O); members are called with neither held.
-    // - `postedEntryFailures` (process-wide, below): taken alone, after `core` is released.
+    // - `postedEntryFailures` (process-wide, Mirror+Delivering.swift): taken alone, after `core`
+    //   is released.
     //
     // Lock order (a lock is only taken while holding those before it in this list):
     //
     //   account.switching → account.state → a zone's join gate → ZoneSubscriptions.registry
     //   account.switching → account.state → core (this mirror's, then a finishing mirror's own)
-    //   core → a Wakeup's mutex, an AsyncStream's or a continuation's internal lock
+    //   core → a live view's state (its changes handed over; see Views/LiveView.swift)
+    //   core → a Wakeup's mutex, the LentArrayCopy's, the clock's, an AsyncStream's or a
+    //          continuation's internal lock
     //
     // A mirror's `core` is never held while taking `account` or the shared subscription's
     // locks, and a zone subscription never calls a member with its locks held, so members
@@ -163,7 +167,8 @@ public final class Mirror<Record: Recordable>: Sendable {
     //
     // The unlocked parts: `database`, `registrar` and `schema` are immutable or thread-safe.
     // Work outside the lock (database calls, encoding, decoding, conflict policies, posting
-    // notifications, waking observers) happens between two locked sections; each section
+    // notifications, waking observers, live views applying their changes) happens between
+    // two locked sections; each section
     // ends with `SyncEngine.drain(owner:)`, whose effects `deliver(_:)` carries out once the
     // lock is released.
 
@@ -362,173 +367,4 @@ public final class Mirror<Record: Recordable>: Sendable {
             yield &core.lent
         }
     }
-
-    /// Posts errors and wakes observers after a locked section.
-    ///
-    /// An error that stands for a bad stored entry (a record that does not decode), which
-    /// every mirror of its zone and type finds and reports on its own ``errors()`` and
-    /// ``lastError``, is posted once per process: it is one failure.
-    func deliver(_ effects: SyncEngine<Record>.Effects) {
-        let delivered = effects.delivered
-        if !delivered.reports.isEmpty {
-            registrar.willSet(self, keyPath: lastErrorKey)
-            registrar.didSet(self, keyPath: lastErrorKey)
-            var skipped: [MirrorError] = []
-            for report in delivered.reports {
-                if let entry = report.entry {
-                    let key = "\(database.identifier)|\(entry)"
-                    guard postedEntryFailures.withLock({ $0.insert(key) }) else { continue }
-                    if report.error.kind == .decodingFailed { skipped.append(report.error) }
-                }
-                NotificationCenter.default.post(name: .mirrorError, object: report.error)
-            }
-            if !skipped.isEmpty { logSkipped(skipped) }
-        }
-        for observer in delivered.observers { observer.signal() }
-        for view in effects.liveViews { view.notifyObservers() }
-        for observer in delivered.stateObservers { observer.call() }
-    }
 }
-
-extension Mirror {
-    /// The stored records of the zone that ``dataModel`` does not show because they do not
-    /// decode as `Record`, in the order of their ids' bytes.
-    ///
-    /// Each was reported once as ``MirrorError/Kind/decodingFailed`` and is left untouched
-    /// in the database. A record leaves the list when it is deleted (by another writer, or
-    /// by ``discardSkippedRecord(recordID:)``) or when a version of it that decodes arrives
-    /// (saved by another writer). Opening a mirror with
-    /// ``MirrorConfiguration/undecodableRecords`` set to ``UndecodableRecordPolicy/fail``
-    /// throws instead of skipping them.
-    ///
-    /// ```swift
-    /// for skipped in notes.skippedRecords {
-    ///     print(skipped.recordID, skipped.error.message)
-    /// }
-    /// ```
-    ///
-    /// ### Adding a record with a skipped record's id
-    ///
-    /// The mirror never overwrites a skipped record by itself: its stored fields are data
-    /// this version of `Record` cannot read (a newer version of the app wrote them, say).
-    /// Appending or inserting a record whose id is that of a skipped record is refused: the
-    /// new value leaves ``dataModel`` at once, the stored record stays as it is, and the
-    /// refusal is reported once as ``MirrorError/Kind/refused`` (as a `.mirrorError`
-    /// notification, on ``errors()`` and as ``lastError``) naming the id; the next
-    /// ``flush()`` throws it. To replace the record on purpose, discard it first:
-    ///
-    /// ```swift
-    /// if notes.skippedRecords.contains(where: { $0.recordID == "settings" }) {
-    ///     try await notes.discardSkippedRecord(recordID: "settings")   // its data is gone
-    /// }
-    /// notes.dataModel.append(Note(id: "settings", text: "defaults"))
-    /// ```
-    public var skippedRecords: [SkippedRecord] {
-        registrar.access(self, keyPath: lastErrorKey)
-        return core.withLock { $0.skippedRecords() }
-    }
-
-    /// Deletes a stored record that the mirror skips because it does not decode (one of
-    /// ``skippedRecords``), on purpose: its data is lost for every version of the app.
-    ///
-    /// It is the one way to free a skipped record's id for a new record (the mirror refuses
-    /// to overwrite a skipped record; see ``skippedRecords``). It returns once the deletion
-    /// is committed; the record has then left ``skippedRecords``, and a record appended
-    /// with its id is a new record. The database's delete rules apply, as to any delete.
-    ///
-    /// - Parameter recordID: The id of a record listed in ``skippedRecords``.
-    /// - Throws: ``MirrorError/Kind/notFound`` when no skipped record has this id (a record
-    ///   shown in ``dataModel`` is removed with `dataModel.remove(recordID:)`, not here);
-    ///   ``MirrorError/Kind/conflict`` when another writer changed the record since the
-    ///   mirror skipped it (nothing is deleted; the new version arrives like any change);
-    ///   what the database's commit throws (``MirrorError/Kind/refused`` for a delete a
-    ///   delete rule denies, an I/O kind…), and then nothing is deleted.
-    public func discardSkippedRecord(recordID: String) async throws {
-        let (zone, zoneSwitches, stored, shown, membership) = core.withLock { engine in
-            (engine.zone, engine.zoneSwitches, engine.isSkipped(recordID) ? engine.pull[recordID] : nil,
-             engine.records[recordID] != nil, engine.subscription)
-        }
-        guard let stored else {
-            throw MirrorError(
-                .notFound,
-                "record \(recordID) of \(zone) is not a skipped record (Mirror.skippedRecords), so nothing was "
-                    + (shown ? "discarded: it decodes and dataModel shows it; remove it with dataModel.remove(recordID:)"
-                        : "discarded: no stored record with this id fails to decode"),
-                recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope)
-        }
-        // As for every commit of the mirror's: the tokens delivered meanwhile are held for its
-        // end, so that the mirror does not hear its own delete (see ZoneSubscriptions).
-        membership?.beginCommit()
-        var appliedToken: ChangeToken?
-        defer { membership?.endCommit(upTo: appliedToken) }
-        let outcome: CommitOutcome
-        do {
-            outcome = try await database.commit(
-                [.delete(recordID, baseVersion: stored.version, timestamp: HybridLogicalClock.shared.now())], to: zone)
-        } catch {
-            throw mirrorError(error, while: "discarding the skipped record \(recordID)", in: zone)
-                .adding(recordIDs: [recordID])
-        }
-        let gone: StoredRecord?
-        switch outcome.results.first {
-        case .applied(let tombstone)?:
-            gone = tombstone
-        case .conflict(let current)? where current.map(\.isDeleted) ?? true:
-            // Deleted by another writer meanwhile: what was asked is done.
-            gone = current
-        case .conflict(let current)?:
-            throw MirrorError(
-                .conflict,
-                "record \(recordID) of \(zone) was not discarded: another writer saved it since the mirror skipped "
-                    + "it (version \(current?.version ?? 0) is stored now, not \(stored.version)). The new version "
-                    + "arrives like any change; discard it again if it is still skipped",
-                recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope)
-        case .notApplied?, nil:
-            throw MirrorError(
-                .conflict, "record \(recordID) of \(zone) was not discarded: the database did not apply the delete",
-                recordIDs: [recordID], recordType: zone.recordType, scope: zone.scope)
-        }
-        registrar.willSet(self, keyPath: lastErrorKey)
-        let done = core.withLock { engine -> (Bool, SyncEngine<Record>.Effects)? in
-            // After a user switch, the record belongs to a zone this mirror no longer holds.
-            guard engine.zoneSwitches == zoneSwitches else { return nil }
-            let pullDue = engine.skippedRecordDiscarded(gone, id: recordID, token: gone == nil ? nil : outcome.token)
-            return (pullDue, engine.drain(owner: self))
-        }
-        registrar.didSet(self, keyPath: lastErrorKey)
-        if case .applied? = outcome.results.first { appliedToken = outcome.token }
-        guard let (pullDue, effects) = done else { return }
-        deliver(effects)
-        if pullDue { pullWakeup.signal() }
-    }
-
-    /// Writes the line about records skipped in one delivery to the configured log.
-    private func logSkipped(_ skipped: [MirrorError]) {
-        let (log, zone) = core.withLock { ($0.configuration.undecodableRecords.log, $0.zone) }
-        guard let log, let line = UndecodableRecordPolicy.line(
-            zone: zone, recordType: "\(Record.self)", skipped: skipped)
-        else { return }
-        log(line)
-    }
-
-    /// Throws when a stored record of a zone being opened does not decode (the
-    /// ``UndecodableRecordPolicy/fail`` policy).
-    static func failOpening(zone: ZoneID, records: [StoredRecord], decoded: DecodedRecords<Record>) throws {
-        let failures = decoded.missing.compactMap { missing in
-            missing.error.map { (id: records[missing.position].id, error: $0) }
-        }
-        guard let first = failures.first else { return }
-        let count = failures.count == 1
-            ? "a stored record of \(zone) does not decode"
-            : "\(failures.count) stored records of \(zone) do not decode"
-        throw MirrorError(
-            .decodingFailed,
-            "\(count) as \(Record.self), and the mirror does not open without them "
-                + "(MirrorConfiguration.undecodableRecords is .fail): stored record \(first.id): \(first.error)",
-            recordIDs: failures.map(\.id), recordType: zone.recordType, scope: zone.scope,
-            underlying: StoredRecordProblem.underlying(of: first.error))
-    }
-}
-
-/// The bad stored entries whose failure was posted in this process (see `Mirror.deliver(_:)`).
-private let postedEntryFailures = Mutex(OncePerKey<String>())

@@ -84,7 +84,7 @@ extension SyncEngine {
     mutating func startOver(in newZone: ZoneID) -> SyncEngine<Record> {
         var old = self
         old.liveViews = [:]
-        old.changedLiveViews = []
+        old.liveViewUpdates = []
         old.retention = .notRetained
         old.subscription = nil
         old.workers = []
@@ -98,6 +98,7 @@ extension SyncEngine {
         fresh.workers = workers
         fresh.pull.pullAnyway()
         fresh.liveViews = liveViews
+        fresh.liveViewUpdates = liveViewUpdates
         for record in records.array {
             fresh.emit(MirrorChange(kind: .removed, recordID: record.recordID, record: nil, origin: .remote, state: .committed))
         }

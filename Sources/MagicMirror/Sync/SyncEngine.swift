@@ -13,12 +13,14 @@ import Foundation
 /// - ``ChangeDelivery``: streams, observers, the last error, the notifications to post.
 ///
 /// The engine is guarded by the mirror's lock (see ``Mirror``'s header). Every method runs
-/// with the lock held and never blocks or calls user code; what is left to do once the lock
-/// is released is handed out by ``drain(owner:)``. The background tasks do their slow work
+/// with the lock held and never blocks; the only user code it runs is records' `==`, to
+/// compare a record with the one shown. What is left to do once the lock is released is
+/// handed out by ``drain(owner:)``. The background tasks do their slow work
 /// (database calls, encoding, decoding, conflict policies) between two locked sections.
 ///
-/// This file: the parts, loading, and local edits. `SyncEngine+Committing.swift`: commit
-/// outcomes and conflicts. `SyncEngine+Pulling.swift`: remote changes and user switches.
+/// This file: the parts and local edits. `SyncEngine+Loading.swift`: the zone's first
+/// content. `SyncEngine+Committing.swift`: commit outcomes and conflicts.
+/// `SyncEngine+Pulling.swift`: remote changes and user switches.
 struct SyncEngine<Record: Recordable> {
     /// The zone the engine holds; another one after a user switch (``startOver(in:)``).
     private(set) var zone: ZoneID
@@ -45,8 +47,9 @@ struct SyncEngine<Record: Recordable> {
 
     /// The live views of the mirror (Views/Mirror+LiveView.swift), updated on every change.
     var liveViews: [Int: LiveViewReference<Record>] = [:]
-    /// The views a change reached since the last drain, whose observers to notify.
-    var changedLiveViews: [LiveView<Record>] = []
+    /// The changes made since the last drain, for the live views (handed over by
+    /// ``drain(owner:)``).
+    var liveViewUpdates: [LiveViewUpdate<Record>] = []
 
     /// Whether the mirror holds itself (it has changes to send).
     enum Retention {
@@ -68,133 +71,6 @@ struct SyncEngine<Record: Recordable> {
         self.configuration = configuration
         self.policy = policy
         self.queue = CommitQueue(maximumBatchSize: configuration.maximumBatchSize)
-    }
-
-    // MARK: Loading
-
-    /// Takes the whole zone as the initial content. Position `i` of `decoded` is what
-    /// decoding `set.records[i]` gave.
-    ///
-    /// Empties `set.records` and `decoded` once they are taken, before the shown records'
-    /// tables are built, so that opening a large zone does not hold both at once. When the
-    /// records come in the order they are shown (usually), the decoded values become the
-    /// shown array as they are, without a copy.
-    mutating func load(_ set: inout ChangeSet, decoded: inout DecodedRecords<Record>) {
-        var newest = HLCTimestamp.zero
-        // Each shown record's id, as the stored record's string when it has the same bytes:
-        // the mirror's tables then share the database's strings instead of holding copies.
-        // `nil` while the records are shown one for one in the order of the database's own
-        // table of them (each live, decoded, under the same id bytes): that table's array of
-        // ids then serves as it is, shared until either side adds or removes a record.
-        var ids: [String]?
-        let table: IDMap<StoredRecord>?
-        var shown: [Record] = []
-        do {
-            let stored = set.records
-            // Creation order, the same in every process (see Views/CreationOrder.swift). A
-            // zone's records usually come in that order already: then no index array is
-            // sorted (it would be alive at the peak of opening a large zone).
-            func precedes(_ left: Int, _ right: Int) -> Bool {
-                CreationOrder(created: stored[left].created, id: stored[left].id)
-                    < CreationOrder(created: stored[right].created, id: stored[right].id)
-            }
-            let inOrder = stored.indices.dropFirst().allSatisfy { precedes($0 - 1, $0) }
-            let order = inOrder ? nil : stored.indices.sorted(by: precedes)
-            table = inOrder ? set.recordsByID : nil
-            if table == nil {
-                ids = []
-                ids!.reserveCapacity(stored.count)
-            }
-            if inOrder, let found = Self.newestIfShownAsStored(stored, decoded) {
-                // The usual case, checked in parallel parts: nothing to walk, and each id is
-                // its stored record's (when there is no table of them to share).
-                newest = found
-                swap(&shown, &decoded.values)
-                if ids != nil { ids = stored.map(\.id) }
-            } else {
-                // In order, the values are shown as they are: `shown` takes them, and a walk of
-                // the positions finds each record's value in it. Out of order, each value is
-                // looked up in a table of where they lie.
-                var walk = DecodedRecords.Walk(decoded)
-                let values: [Record]
-                let valueIndices: [Int]?
-                if inOrder {
-                    swap(&shown, &decoded.values)
-                    values = []
-                    valueIndices = nil
-                } else {
-                    values = decoded.values
-                    valueIndices = decoded.valueIndices
-                    shown.reserveCapacity(values.count)
-                }
-                // The ids of the records shown so far, while they are `stored[..<position]`.
-                func formIDs(upTo position: Int) {
-                    var formed: [String] = []
-                    formed.reserveCapacity(stored.count)
-                    formed.append(contentsOf: stored[..<position].lazy.map(\.id))
-                    ids = formed
-                }
-                for position in stored.indices {
-                    let index = order?[position] ?? position
-                    let record = stored[index]
-                    if record.modified > newest { newest = record.modified }
-                    let value: Record?
-                    if let valueIndices {
-                        value = valueIndices[index] >= 0 ? values[valueIndices[index]] : nil
-                    } else {
-                        value = walk.valueIndex(at: index).map { shown[$0] }
-                    }
-                    guard let value else {
-                        if ids == nil { formIDs(upTo: position) }
-                        if !record.isDeleted, let error = decoded.error(at: index) {
-                            reportUndecodable(record, error: error)
-                        }
-                        continue
-                    }
-                    if !inOrder { shown.append(value) }
-                    let id = value.recordID
-                    let same = IDKey.same(id, record.id)
-                    if ids == nil {
-                        if same { continue }
-                        formIDs(upTo: position)
-                    }
-                    ids!.append(same ? record.id : id)
-                }
-            }
-        }
-        observeClocks(newest: newest, of: set.records)
-        pull.load(set)
-        set.records = []
-        decoded = DecodedRecords()
-        if let ids {
-            records.load(shown, ids: ids)
-        } else {
-            records.load(shown, indexOf: table!)
-        }
-    }
-
-    /// The newest clock of `stored` when every record is live and decoded, at its own
-    /// position, and each value has its record's id (the usual case): checked in parallel
-    /// parts, since it reads every value's id. `nil` otherwise.
-    private static func newestIfShownAsStored(
-        _ stored: [StoredRecord], _ decoded: DecodedRecords<Record>
-    ) -> HLCTimestamp? {
-        guard decoded.missing.isEmpty, decoded.values.count == stored.count else { return nil }
-        let values = decoded.values
-        let parts = BatchJSONCoding.inParallelRanges(stored.count) { range -> HLCTimestamp? in
-            var newest = HLCTimestamp.zero
-            for index in range {
-                if stored[index].modified > newest { newest = stored[index].modified }
-                guard IDKey.same(values[index].recordID, stored[index].id) else { return nil }
-            }
-            return newest
-        }
-        var newest = HLCTimestamp.zero
-        for part in parts {
-            guard let part else { return nil }
-            newest = max(newest, part)
-        }
-        return newest
     }
 
     // MARK: Local edits
@@ -433,8 +309,9 @@ struct SyncEngine<Record: Recordable> {
     /// What to do once the lock is released.
     struct Effects {
         var delivered = ChangeDelivery<Record>.Drained()
-        /// The live views whose observers to notify.
-        var liveViews: [LiveView<Record>] = []
+        /// The live views that were handed changes, each with the count of changes it must
+        /// have applied (outside the lock: their filters and orders are user code).
+        var liveViews: [(view: LiveView<Record>, upTo: Int)] = []
         /// The mirror, no longer retained by itself; released (and possibly deallocated)
         /// outside the lock.
         var released: AnyObject?
@@ -452,10 +329,7 @@ struct SyncEngine<Record: Recordable> {
         default: break
         }
         effects.delivered = delivery.drain()
-        if !changedLiveViews.isEmpty {
-            effects.liveViews = changedLiveViews
-            changedLiveViews.removeAll()
-        }
+        if !liveViewUpdates.isEmpty { effects.liveViews = handOverLiveViewUpdates() }
         return effects
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Observation
 import Synchronization
 
@@ -36,8 +37,13 @@ import Synchronization
 /// `withObservationTracking` (or a SwiftUI view) tracks the view. ``changes()`` delivers the
 /// positions that changed, for animating inserts, removals and moves.
 ///
-/// > Important: The filter and the order run while the mirror is locked: they must be
-/// > quick and must not read or change the mirror or any of its views.
+/// ## Threads
+///
+/// The filter, the order and records' `==` run with no lock held, on the thread that
+/// changed the mirror (or that made the view): they may read the mirror and its views, and
+/// may run more than once for one change. A change reaches the view whole: the records one
+/// pull brings in show all at once, never some of them. A change shows in the view when the
+/// edit that made it returns, and no thread waits for another to apply it.
 public final class LiveView<Record: Recordable>: Sendable {
     /// The mirror the view shows.
     public let mirror: Mirror<Record>
@@ -45,8 +51,9 @@ public final class LiveView<Record: Recordable>: Sendable {
     public let limit: Int?
 
     private let number: Int
-    private let filter: RecordFilter<Record>
-    private let state: Mutex<State>
+    // Internal, not private, for LiveView+Updating.swift.
+    let filter: RecordFilter<Record>
+    let state: Mutex<State>
     let registrar = ObservationRegistrar()
     /// `\.records`, made once (a generic class's key path literal is instantiated at run time
     /// each time it is evaluated).
@@ -60,13 +67,60 @@ public final class LiveView<Record: Recordable>: Sendable {
 
     /// Whether the order reads the clock of each record's last change, which can move a
     /// record whose value did not change.
-    private let sortsByModification: Bool
+    let sortsByModification: Bool
 
-    private struct State: Sendable {
-        var index: OrderedIndex<Entry>
+    // How a view changes (read this before changing it)
+    //
+    // The filter, the order and `==` are user code, so they run with no lock held. Readers
+    // see `State.shown`, an index sorted with the order that only ever replays positions
+    // worked out on another index equal to it (no comparison, so no user code under
+    // `state`). No thread waits for another: a thread that waited for the one applying the
+    // view's changes would block a thread of Swift's cooperative pool when an async task
+    // (a pull, a commit, your own) changed the mirror.
+    //
+    // - `state` (a Mutex) guards everything: `shown`, the records it holds by id
+    //   (`members`), the updates the mirror handed over and not shown yet (`inbox`, in the
+    //   order the mirror made them), the counts of updates handed over and shown, the
+    //   streams, and `spare`. Held for short sections: no user code, no other lock taken
+    //   inside except an AsyncStream's. The mirror hands updates over with its own lock
+    //   held (core → a view's state).
+    // - A thread that handed updates over applies rounds until they are shown (optimistic,
+    //   like a compare-and-swap): it takes the whole inbox, the members those updates
+    //   change, and an index equal to `shown` (`spare`, changed in place; or, while another
+    //   thread has it out, a copy of `shown`, copied on write as it changes); works the
+    //   round out with no lock held; then, in one section, if no other round was shown
+    //   meanwhile, replays it on `shown`, stores the members, yields the streams' changes
+    //   and puts its index back as `spare`. Otherwise it drops its work and takes the next
+    //   round, where its updates may be shown already. A round is everything handed over
+    //   so far, so a pull's records show at once; each thread returns once its own updates
+    //   are shown, so an edit shows in the view when it returns.
+    // - A filter that edits the mirror applies that edit's round from inside the round
+    //   under way, which is then out of date and taken again: keep filters free of side
+    //   effects, they may run more than once for one change.
+
+    struct State: Sendable {
+        /// What readers see: the records that pass the filter, in order, as of the last
+        /// round shown.
+        var shown: OrderedIndex<Entry>
+        /// The records `shown` holds, by id.
         var members: IDMap<Entry> = [:]
+        /// An index equal to `shown`, which the next round changes in place; `nil` while a
+        /// thread works a round out on it, or before the view loads.
+        var spare: OrderedIndex<Entry>?
+        /// Whether the view's maker has loaded it: until then, updates wait in `inbox`.
+        var isLoaded = false
+        var inbox: [LiveViewUpdate<Record>] = []
+        /// The updates handed over to the view so far, and shown so far.
+        var handedOver = 0
+        var appliedCount = 0
         var streams: [Int: AsyncStream<LiveViewChange>.Continuation] = [:]
         var nextStream = 0
+    }
+
+    /// One change of a batch, replayed on ``State/shown``.
+    enum IndexEdit {
+        case remove(at: Int)
+        case insert(Entry, at: Int)
     }
 
     init(mirror: Mirror<Record>, number: Int, filter: RecordFilter<Record>, order: RecordOrder<Record>, limit: Int?) {
@@ -92,7 +146,8 @@ public final class LiveView<Record: Recordable>: Sendable {
             less = { $0.order < $1.order }
         }
         sortsByModification = order.byModification != nil
-        state = Mutex(State(index: OrderedIndex(areInIncreasingOrder: less)))
+        // Empty until ``load(_:)``: the view's maker shows the records first.
+        state = Mutex(State(shown: OrderedIndex(areInIncreasingOrder: less)))
     }
 
     deinit {
@@ -105,13 +160,13 @@ public final class LiveView<Record: Recordable>: Sendable {
     /// ``limit`` of them.
     public var records: [Record] {
         registrar.access(self, keyPath: recordsKey)
-        return state.withLock { $0.index.prefix(limit).map(\.record) }
+        return state.withLock { $0.shown.prefix(limit).map(\.record) }
     }
 
     /// The number of records the view shows.
     public var count: Int {
         registrar.access(self, keyPath: recordsKey)
-        return state.withLock { Swift.min($0.index.count, limit ?? .max) }
+        return state.withLock { Swift.min($0.shown.count, limit ?? .max) }
     }
 
     /// Whether the view shows no record.
@@ -129,14 +184,14 @@ public final class LiveView<Record: Recordable>: Sendable {
         get {
             registrar.access(self, keyPath: recordsKey)
             return state.withLock { state in
-                precondition(position < Swift.min(state.index.count, limit ?? .max), "position \(position) out of range")
-                return state.index[position].record
+                precondition(position < Swift.min(state.shown.count, limit ?? .max), "position \(position) out of range")
+                return state.shown[position].record
             }
         }
         set {
             let id = state.withLock { state in
-                precondition(position < Swift.min(state.index.count, limit ?? .max), "position \(position) out of range")
-                return state.index[position].record.recordID
+                precondition(position < Swift.min(state.shown.count, limit ?? .max), "position \(position) out of range")
+                return state.shown[position].record.recordID
             }
             mirror.dataModel.replaceRecord(newValue, orRecordWithID: id)
         }
@@ -184,15 +239,15 @@ public final class LiveView<Record: Recordable>: Sendable {
     ///   - orderKey: The field the view is sorted by, ascending.
     public func move(from source: Int, to destination: Int, orderKey: WritableKeyPath<Record, Double>) {
         let (record, before, after) = state.withLock { state -> (Record, Record?, Record?) in
-            let shown = Swift.min(state.index.count, limit ?? .max)
+            let shown = Swift.min(state.shown.count, limit ?? .max)
             precondition(source < shown && destination < shown, "positions \(source), \(destination) out of range")
             // The neighbours at `destination` once the record is out of the way.
             func other(_ position: Int) -> Record? {
                 guard position >= 0 else { return nil }
                 let index = position < source ? position : position + 1
-                return index < state.index.count ? state.index[index].record : nil
+                return index < state.shown.count ? state.shown[index].record : nil
             }
-            return (state.index[source].record, other(destination - 1), other(destination))
+            return (state.shown[source].record, other(destination - 1), other(destination))
         }
         guard source != destination else { return }
         let low = before?[keyPath: orderKey]
@@ -230,70 +285,6 @@ public final class LiveView<Record: Recordable>: Sendable {
             _ = self?.state.withLock { $0.streams.removeValue(forKey: key) }
         }
         return stream
-    }
-
-    // MARK: Updating (called by the mirror, with its lock held)
-
-    /// Fills the view from the mirror's records.
-    func load(_ records: [(Record, CreationOrder)]) {
-        let entries = records.filter { filter.isIncluded($0.0) }.map { Entry(record: $0.0, order: $0.1) }
-        state.withLock { state in
-            state.index.load(entries)
-            for entry in entries { state.members[entry.record.recordID] = entry }
-        }
-    }
-
-    /// Applies the new value of one record (`nil`: removed); whether what the view shows
-    /// changed.
-    func apply(_ id: String, _ value: Record?, order: CreationOrder) -> Bool {
-        let included = value.map(filter.isIncluded) ?? false
-        return state.withLock { state in
-            let old = state.members[id]
-            guard old != nil || included else { return false }
-            if let old, included, old.record == value, old.order.created == order.created,
-               !sortsByModification || old.order.modified == order.modified {
-                return false
-            }
-            let window = limit ?? .max
-            let countBefore = state.index.count
-            let oldPosition = old.flatMap { state.index.remove($0) }
-            var newPosition: Int?
-            if included, let value {
-                let entry = Entry(record: value, order: order)
-                newPosition = state.index.insert(entry)
-                state.members[id] = entry
-            } else {
-                state.members[id] = nil
-            }
-            var changes: [LiveViewChange] = []
-            let wasShown = oldPosition.map { $0 < window } ?? false
-            let isShown = newPosition.map { $0 < window } ?? false
-            switch (wasShown, isShown) {
-            case (true, true):
-                if oldPosition == newPosition {
-                    changes.append(.updated(at: newPosition!))
-                } else {
-                    // A record moves because its value changed: a move, then the new value
-                    // at its new place, so that rows moved as they are end up right.
-                    changes.append(.moved(from: oldPosition!, to: newPosition!))
-                    if old?.record != value { changes.append(.updated(at: newPosition!)) }
-                }
-            case (true, false):
-                changes.append(.removed(at: oldPosition!))
-                // The next record moves up into the last place.
-                if state.index.count >= window { changes.append(.inserted(at: window - 1)) }
-            case (false, true):
-                changes.append(.inserted(at: newPosition!))
-                // The last record shown is pushed out.
-                if countBefore >= window { changes.append(.removed(at: window)) }
-            case (false, false):
-                return false
-            }
-            for continuation in state.streams.values {
-                for change in changes { continuation.yield(change) }
-            }
-            return true
-        }
     }
 
     /// Notifies observers after a change, once the mirror's lock is released.

@@ -23,12 +23,15 @@ extension Mirror {
         limit: Int? = nil
     ) -> LiveView<Record> {
         precondition(limit.map { $0 >= 0 } ?? true, "a view's limit must not be negative")
-        let number = core.withLock { $0.delivery.makeNumber() }
-        let view = LiveView(mirror: self, number: number, filter: filter, order: order, limit: limit)
-        core.withLock { engine in
-            view.load(engine.records.array.map { record in (record, engine.creationOrder(of: record.recordID)) })
+        let (view, records) = core.withLock { engine in
+            let number = engine.delivery.makeNumber()
+            let view = LiveView(mirror: self, number: number, filter: filter, order: order, limit: limit)
+            // From here on, the view gets every change; it applies them once loaded.
             engine.liveViews[number] = LiveViewReference(view: view)
+            return (view, engine.records.array.map { record in (record, engine.creationOrder(of: record.recordID)) })
         }
+        // The filter and the order run with no lock held.
+        view.load(records)
         return view
     }
 
@@ -84,21 +87,29 @@ extension SyncEngine {
         return .unknown(id)
     }
 
-    /// Tells every live view that the record with `id` is now `value` (`nil`: gone), and
-    /// notes the views whose observers to notify once the lock is released.
+    /// Notes for every live view that the record with `id` is now `value` (`nil`: gone):
+    /// ``drain(owner:)`` hands the section's updates to the views, which apply them once
+    /// the lock is released (their filters and orders are user code).
     mutating func updateLiveViews(_ id: String, _ value: Record?) {
         let order = value == nil ? CreationOrder.unknown(id) : creationOrder(of: id)
+        liveViewUpdates.append(LiveViewUpdate(id: id, value: value, order: order))
+    }
+
+    /// Hands the updates of the section to every live view, at once (so that a view shows
+    /// a pull whole), and returns the views with the count each must have applied.
+    mutating func handOverLiveViewUpdates() -> [(view: LiveView<Record>, upTo: Int)] {
+        defer { liveViewUpdates.removeAll() }
+        var handed: [(view: LiveView<Record>, upTo: Int)] = []
         var gone: [Int] = []
         for (number, reference) in liveViews {
             guard let view = reference.view else {
                 gone.append(number)
                 continue
             }
-            if view.apply(id, value, order: order), !changedLiveViews.contains(where: { $0 === view }) {
-                changedLiveViews.append(view)
-            }
+            handed.append((view, view.handOver(liveViewUpdates)))
         }
         for number in gone { liveViews[number] = nil }
+        return handed
     }
 }
 

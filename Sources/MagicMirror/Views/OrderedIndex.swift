@@ -23,7 +23,11 @@ package struct OrderedIndex<Element>: Sendable where Element: Sendable {
 
     /// Fills an empty index from `elements`, sorting them first. O(n log n).
     package mutating func load(_ elements: [Element]) {
-        let sorted = elements.sorted(by: areInIncreasingOrder)
+        load(sorted: elements.sorted(by: areInIncreasingOrder))
+    }
+
+    /// Fills an empty index from `sorted`, already in order. O(n), no comparisons.
+    package mutating func load(sorted: [Element]) {
         let half = Self.chunkCapacity / 2
         chunks = stride(from: 0, to: sorted.count, by: half).map { Array(sorted[$0..<min($0 + half, sorted.count)]) }
         count = sorted.count
@@ -42,8 +46,42 @@ package struct OrderedIndex<Element>: Sendable where Element: Sendable {
         var chunk = firstChunk { !areInIncreasingOrder($0, element) }
         if chunk == chunks.count { chunk -= 1 }
         let offset = chunks[chunk].partitionPoint { areInIncreasingOrder($0, element) }
+        insert(element, chunk: chunk, offset: offset)
+        return start(of: chunk) + offset
+    }
+
+    /// Inserts `element` at `position` (at most ``count``), without comparing: the caller
+    /// knows the place (a copy of an index replaying another's changes). O(log n) plus a
+    /// bounded shift.
+    package mutating func insert(_ element: Element, at position: Int) {
+        precondition(position >= 0 && position <= count, "position \(position) out of range 0...\(count)")
+        count += 1
+        guard !chunks.isEmpty else {
+            chunks = [[element]]
+            rebuildTree()
+            return
+        }
+        let (chunk, offset) = position == count - 1
+            ? (chunks.count - 1, chunks[chunks.count - 1].count)
+            : place(of: position)
+        insert(element, chunk: chunk, offset: offset)
+    }
+
+    /// Removes and returns the element at `position`, without comparing. O(log n) plus a
+    /// bounded shift.
+    @discardableResult
+    package mutating func remove(at position: Int) -> Element {
+        precondition(position >= 0 && position < count, "position \(position) out of range 0..<\(count)")
+        let (chunk, offset) = place(of: position)
+        let element = chunks[chunk][offset]
+        remove(chunk: chunk, offset: offset)
+        return element
+    }
+
+    /// Puts `element` at `offset` of `chunk` (``count`` already counts it), splitting a
+    /// chunk that overflows.
+    private mutating func insert(_ element: Element, chunk: Int, offset: Int) {
         chunks[chunk].insert(element, at: offset)
-        let position = start(of: chunk) + offset
         if chunks[chunk].count > Self.chunkCapacity {
             let upper = Array(chunks[chunk][(Self.chunkCapacity / 2)...])
             chunks[chunk].removeLast(upper.count)
@@ -52,7 +90,6 @@ package struct OrderedIndex<Element>: Sendable where Element: Sendable {
         } else {
             add(1, toChunk: chunk)
         }
-        return position
     }
 
     /// Removes the element equal (in the order) to `element`; returns its position, or
@@ -61,6 +98,12 @@ package struct OrderedIndex<Element>: Sendable where Element: Sendable {
     package mutating func remove(_ element: Element) -> Int? {
         guard let (chunk, offset) = locate(element) else { return nil }
         let position = start(of: chunk) + offset
+        remove(chunk: chunk, offset: offset)
+        return position
+    }
+
+    /// Takes out the element at `offset` of `chunk`, dropping a chunk left empty.
+    private mutating func remove(chunk: Int, offset: Int) {
         chunks[chunk].remove(at: offset)
         count -= 1
         if chunks[chunk].isEmpty {
@@ -69,7 +112,6 @@ package struct OrderedIndex<Element>: Sendable where Element: Sendable {
         } else {
             add(-1, toChunk: chunk)
         }
-        return position
     }
 
     /// The position of the element equal (in the order) to `element`, or `nil`.
@@ -80,6 +122,12 @@ package struct OrderedIndex<Element>: Sendable where Element: Sendable {
     /// The element at `position`, which must be below ``count``.
     package subscript(position: Int) -> Element {
         precondition(position >= 0 && position < count, "position \(position) out of range 0..<\(count)")
+        let (chunk, offset) = place(of: position)
+        return chunks[chunk][offset]
+    }
+
+    /// The chunk holding `position` (below ``count``) and its offset there.
+    private func place(of position: Int) -> (chunk: Int, offset: Int) {
         // Descend the Fenwick tree to the chunk holding `position`.
         var chunk = 0
         var remaining = position
@@ -93,7 +141,7 @@ package struct OrderedIndex<Element>: Sendable where Element: Sendable {
             }
             step /= 2
         }
-        return chunks[chunk][remaining]
+        return (chunk, remaining)
     }
 
     /// The first `limit` elements (all of them when `limit` is `nil`), in order.

@@ -8,14 +8,16 @@
 /// let milk = RecordFilter<Todo> { $0.title.contains("milk") }
 /// ```
 ///
-/// > Important: The predicate runs while the mirror is locked, for each changed record: it
-/// > must be quick and must not read or change the mirror or its views.
+/// > Important: The predicate runs on the thread that changed the mirror, about once per
+/// > changed record, so keep it quick and free of side effects: when threads change one
+/// > mirror at once, a change may be worked out again. It runs with no lock of the mirror
+/// > or its views held, so it may read them (see ``LiveView``).
 public struct RecordFilter<Record: Recordable>: Sendable {
     let isIncluded: @Sendable (Record) -> Bool
 
     /// A filter that keeps the records for which `isIncluded` returns `true`.
     ///
-    /// - Parameter isIncluded: Decides for one record; quick, and must not touch the mirror.
+    /// - Parameter isIncluded: Decides for one record; quick.
     public init(_ isIncluded: @escaping @Sendable (Record) -> Bool) {
         self.isIncluded = isIncluded
     }

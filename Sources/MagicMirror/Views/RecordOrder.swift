@@ -8,8 +8,10 @@
 /// let byLength = RecordOrder<Todo> { $0.title.count < $1.title.count }
 /// ```
 ///
-/// > Important: The comparison runs while the mirror is locked: it must be quick, a strict
-/// > weak order, and must not read or change the mirror or its views.
+/// > Important: The comparison must be a strict weak order, quick and free of side effects:
+/// > it runs on the thread that changed the mirror, O(log n) times per changed record (again
+/// > when threads changing one mirror at once make a change be worked out again). It runs
+/// > with no lock of the mirror or its views held, so it may read them (see ``LiveView``).
 public struct RecordOrder<Record: Recordable>: Sendable {
     /// `nil` for creation order or an order by modification.
     let areInIncreasingOrder: (@Sendable (Record, Record) -> Bool)?

@@ -45,6 +45,36 @@ import Testing
         #expect(index.prefix(nil).isEmpty)
     }
 
+    /// A view's readers see a second index that replays the first one's positions without
+    /// comparing (Views/LiveView.swift): it must stay equal to it through splits and drops.
+    @Test func positionalInsertsAndRemovalsReplayTheSortedOnes() {
+        var random = SplitMix64(seed: 5)
+        var sorted = OrderedIndex<Int>(areInIncreasingOrder: <)
+        var replica = OrderedIndex<Int>(areInIncreasingOrder: { _, _ in Issue.record("compared"); return false })
+        var model: [Int] = []
+        for step in 0..<8_000 {
+            let growing = step < 5_000
+            if model.isEmpty || (growing ? random.next() % 4 != 0 : random.next() % 4 == 0) {
+                var value = Int(random.next() % 1_000_000)
+                while model.contains(value) { value += 1 }
+                replica.insert(value, at: sorted.insert(value))
+                model.insert(value, at: model.firstIndex { $0 > value } ?? model.count)
+            } else {
+                let victim = model[Int(random.next() % UInt64(model.count))]
+                let position = sorted.remove(victim)
+                #expect(position != nil)
+                #expect(replica.remove(at: position ?? 0) == victim)
+                model.removeAll { $0 == victim }
+            }
+            #expect(replica.count == model.count)
+            if step % 499 == 0 { #expect(replica.prefix(nil) == model) }
+        }
+        var loaded = OrderedIndex<Int>(areInIncreasingOrder: { _, _ in Issue.record("compared"); return false })
+        loaded.load(sorted: model)
+        #expect(loaded.prefix(nil) == model)
+        #expect(replica.prefix(nil) == model)
+    }
+
     @Test func loadingSortsAndSplitsIntoChunks() {
         var index = OrderedIndex<Int>(areInIncreasingOrder: >)
         let values = Array(0..<1_000).shuffled()
