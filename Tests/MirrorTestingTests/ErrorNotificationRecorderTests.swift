@@ -108,7 +108,7 @@ import Testing
         let recorder = ErrorNotificationRecorder(center: center)
         post(error(.diskFull), on: center)
         post(error(.ioFailure), on: center)
-        let errors = try await recorder.waitForErrors(count: 2, timeout: .seconds(60))
+        let errors = try await recorder.waitForErrors(count: 2, timeout: .seconds(120))
         #expect(errors.map(\.kind) == [.diskFull, .ioFailure])
         #expect(try await recorder.waitForErrors(count: 0).count == 2)
     }
@@ -116,7 +116,7 @@ import Testing
     @Test func waitForErrorsWakesOnTheNotificationsThemselves() async throws {
         let center = NotificationCenter()
         let recorder = ErrorNotificationRecorder(center: center)
-        let waiter = Task { try await recorder.waitForErrors(count: 3, timeout: .seconds(60)) }
+        let waiter = Task { try await recorder.waitForErrors(count: 3, timeout: .seconds(120)) }
         // Posted from other threads, while the waiter is (or is about to be) suspended.
         for kind in [MirrorError.Kind.diskFull, .ioFailure, .readOnly] {
             let post = Thread { center.post(name: .mirrorError, object: MirrorError(kind, "from a thread")) }
@@ -132,14 +132,14 @@ import Testing
         let recorder = ErrorNotificationRecorder(center: center)
         let (progress, step) = AsyncStream.makeStream(of: Int.self)
         let one = Task {
-            let errors = try await recorder.waitForErrors(count: 1, timeout: .seconds(60))
+            let errors = try await recorder.waitForErrors(count: 1, timeout: .seconds(120))
             step.yield(1)
             return errors.count
         }
-        let two = Task { try await recorder.waitForErrors(count: 2, timeout: .seconds(60)).count }
+        let two = Task { try await recorder.waitForErrors(count: 2, timeout: .seconds(120)).count }
         post(error(.diskFull), on: center)
         // The first wait ends on the first error while the second keeps waiting.
-        try await progress.waitUntil(timeout: .seconds(60)) { $0 == 1 }
+        try await progress.waitUntil(timeout: .seconds(120)) { $0 == 1 }
         #expect(try await result(of: one).get() == 1)
         post(error(.ioFailure), on: center)
         #expect(try await result(of: two).get() == 2)

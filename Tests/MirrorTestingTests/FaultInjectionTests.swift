@@ -190,7 +190,7 @@ import Testing
         let database = InMemoryDatabase()
         database.commitLatency = .seconds(3600)
         let slow = Task { try await database.commit([newRecord("slow")], to: zone) }
-        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(60)) { $0 == 1 }
+        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(120)) { $0 == 1 }
         #expect(database.commitLog.isEmpty)
         // Still far from its start plus one second less than an hour: it keeps waiting.
         database.commitLatency = .seconds(3599)
@@ -211,7 +211,7 @@ import Testing
             signal.yield()
             return try await database.fetchAll(in: zone)
         }
-        try await started.waitUntil(timeout: .seconds(60)) { true }
+        try await started.waitUntil(timeout: .seconds(120)) { true }
         database.readLatency = .zero
         #expect(try await result(of: slowRead).get().records.map(\.id) == ["a"])
     }
@@ -220,7 +220,7 @@ import Testing
         let database = InMemoryDatabase()
         database.commitLatency = .seconds(3600)
         let slow = Task { try await database.commit([newRecord("slow")], to: zone) }
-        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(60)) { $0 == 1 }
+        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(120)) { $0 == 1 }
         database.removeAllFaults()
         #expect(try await result(of: slow).get().isApplied)
     }
@@ -241,7 +241,7 @@ import Testing
         other.commitLatency = .seconds(3600)
         let first = Task { try await database.commit([newRecord("a")], to: zone) }
         let second = Task { try await other.commit([newRecord("b")], to: zone) }
-        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(60)) { $0 == 2 }
+        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(120)) { $0 == 2 }
         #expect(database.commitsInProgress == 2)
         #expect(other.commitsInProgress == 2)
         database.commitLatency = .zero

@@ -87,7 +87,7 @@ import Testing
         try await database.commit([newRecord("before")], to: zone)
         let updates = database.commitLogUpdates
         let waiter = Task {
-            try await updates.waitUntil(timeout: .seconds(60), "three commits") { $0.count == 3 }
+            try await updates.waitUntil(timeout: .seconds(120), "three commits") { $0.count == 3 }
         }
         let other = database.writer(named: "other")
         try await other.commit([newRecord("x")], to: zone)
@@ -95,14 +95,14 @@ import Testing
         let log = try await waiter.value
         #expect(log.map(\.recordIDs) == [["before"], ["x"], ["y"]])
         // A new stream starts from the log as it is.
-        let current = try await database.commitLogUpdates.waitUntil(timeout: .seconds(60)) { _ in true }
+        let current = try await database.commitLogUpdates.waitUntil(timeout: .seconds(120)) { _ in true }
         #expect(current.count == 3)
     }
 
     @Test func anEndedWaitOnTheCommitLogLeavesNoReaderBehind() async throws {
         let database = InMemoryDatabase()
         // A wait that matches at once, and one that times out while its reader is suspended.
-        try await database.commitLogUpdates.waitUntil(timeout: .seconds(60)) { $0.isEmpty }
+        try await database.commitLogUpdates.waitUntil(timeout: .seconds(120)) { $0.isEmpty }
         await expectError(.timedOut) {
             try await database.commitLogUpdates.waitUntil(timeout: .milliseconds(50)) { $0.count == 5 }
         }
@@ -123,7 +123,7 @@ import Testing
             return seen
         }
         // The first element (the current, empty log) arrives at once; then the reader waits.
-        try await started.waitUntil(timeout: .seconds(60)) { $0 == 1 }
+        try await started.waitUntil(timeout: .seconds(120)) { $0 == 1 }
         reader.cancel()
         #expect(try await value(of: reader) == 1)
         #expect(database.commitLogReaderCount == 0)

@@ -33,7 +33,7 @@ import Testing
         #expect(mirror.dataModel.array == [record])
         #expect(mirror.pendingChanges.map(\.recordID) == [id])
 
-        try await mirror.waitUntilCommitted(timeout: .seconds(60))
+        try await mirror.waitUntilCommitted(timeout: .seconds(120))
 
         let log = database.commitLog
         #expect(log.map(\.isFailed) == [true, true, true, false], "\(log)")
@@ -63,11 +63,11 @@ import Testing
         let recorder = errorRecorder(naming: first.recordID, second.recordID)
         database.failNextCommits(1, with: .ioFailure)
         mirror.dataModel.append(first)
-        try await mirror.waitUntilCommitted(timeout: .seconds(60))
+        try await mirror.waitUntilCommitted(timeout: .seconds(120))
         #expect(recorder.count == 1)
         // Anything posted late for that failure would come before this later commit ends.
         mirror.dataModel.append(second)
-        try await mirror.waitUntilCommitted(timeout: .seconds(60))
+        try await mirror.waitUntilCommitted(timeout: .seconds(120))
         #expect(recorder.count == 1)
         #expect(recorder.errors.first?.kind == .ioFailure)
         #expect(recorder.errors.first?.recordIDs == [first.recordID])
@@ -84,7 +84,7 @@ import Testing
         database.availability = .readOnly
         mirror.dataModel.append(record)
 
-        let error = try await mirror.waitForLastError(timeout: .seconds(60)) { $0.kind == .readOnly }
+        let error = try await mirror.waitForLastError(timeout: .seconds(120)) { $0.kind == .readOnly }
         #expect(error.recordIDs.contains(id))
         #expect(error.message.contains("read-only"))
         #expect(mirror.pendingChanges.map(\.recordID) == [id])
@@ -92,7 +92,7 @@ import Testing
         #expect(database.storedRecords(in: zone).isEmpty)
 
         database.availability = .available
-        try await mirror.waitUntilCommitted(timeout: .seconds(60))
+        try await mirror.waitUntilCommitted(timeout: .seconds(120))
         #expect(try database.records(SampleRecord.self) == [record])
         let log = database.commitLog
         let failed = log.filter(\.isFailed)
@@ -113,11 +113,11 @@ import Testing
         // Simulated writers ignore this instance's faults; its notification reaches the
         // mirror, whose pull then fails.
         try await database.simulateSave(record)
-        let error = try await mirror.waitForLastError(timeout: .seconds(60)) { $0.kind == .unavailable }
+        let error = try await mirror.waitForLastError(timeout: .seconds(120)) { $0.kind == .unavailable }
         #expect(error.recordType == SampleRecord.recordType)
         #expect(mirror.dataModel.isEmpty)
         database.availability = .available
-        try await mirror.waitUntil(timeout: .seconds(60), "the record written meanwhile") { $0.array == [record] }
+        try await mirror.waitUntil(timeout: .seconds(120), "the record written meanwhile") { $0.array == [record] }
     }
 
     @Test func aPermanentFailureHoldsTheChangeUntilFlush() async throws {
@@ -127,7 +127,7 @@ import Testing
         let recorder = errorRecorder(naming: record.recordID)
         database.failNextCommits(1, with: .invalidRecord)
         mirror.dataModel.append(record)
-        let pending = try await mirror.waitUntilPendingChanges(timeout: .seconds(60)) { $0.first?.isOnHold == true }
+        let pending = try await mirror.waitUntilPendingChanges(timeout: .seconds(120)) { $0.first?.isOnHold == true }
         #expect(pending.first?.failedAttempts == 1)
         #expect(pending.first?.lastError?.kind == .invalidRecord)
         #expect(recorder.count == 1)
@@ -145,7 +145,7 @@ import Testing
         let id = record.recordID
         database.commitLatency = .seconds(3600)
         mirror.dataModel.append(record)
-        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(60), "the commit to start") { $0 == 1 }
+        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(120), "the commit to start") { $0 == 1 }
 
         let pending = mirror.pendingChanges
         #expect(pending.map(\.recordID) == [id])
@@ -159,7 +159,7 @@ import Testing
         #expect(mirror.pendingChanges.contains { $0.recordID == id && !$0.isCommitting })
 
         database.commitLatency = .zero
-        try await mirror.waitUntilCommitted(timeout: .seconds(60))
+        try await mirror.waitUntilCommitted(timeout: .seconds(120))
         #expect(try database.records(SampleRecord.self).map(\.title) == ["Edited while in flight"])
         #expect(database.commitLog.map(\.isApplied) == [true, true])
         #expect(database.storedRecord(id, in: zone)?.version == 2)
@@ -173,7 +173,7 @@ import Testing
 
         var changes = mirror.changes()
         try await database.simulateSave(record, by: "phone")
-        let inserted = try await changes.waitUntil(timeout: .seconds(60)) { $0.recordID == id }
+        let inserted = try await changes.waitUntil(timeout: .seconds(120)) { $0.recordID == id }
         #expect(inserted == MirrorChange(kind: .inserted, recordID: id, record: record, origin: .remote, state: .committed))
         #expect(mirror.dataModel.array == [record])
 
@@ -182,13 +182,13 @@ import Testing
         edited.isDone = true
         changes = mirror.changes()
         try await database.simulateSave(edited, by: "phone")
-        let updated = try await changes.waitUntil(timeout: .seconds(60)) { $0.recordID == id }
+        let updated = try await changes.waitUntil(timeout: .seconds(120)) { $0.recordID == id }
         #expect(updated == MirrorChange(kind: .updated, recordID: id, record: edited, origin: .remote, state: .committed))
         #expect(mirror.dataModel.array == [edited])
 
         changes = mirror.changes()
         try await database.simulateDelete(edited, by: "phone")
-        let removed = try await changes.waitUntil(timeout: .seconds(60)) { $0.recordID == id }
+        let removed = try await changes.waitUntil(timeout: .seconds(120)) { $0.recordID == id }
         #expect(removed == MirrorChange(kind: .removed, recordID: id, record: nil, origin: .remote, state: .committed))
         #expect(mirror.dataModel.isEmpty)
 
@@ -204,7 +204,7 @@ import Testing
         var record = SampleRecord(title: "Bytes", isDone: true, priority: 7, note: "é ✓ \"quoted\"")
         record.created = Date(timeIntervalSinceReferenceDate: 12_345.5)
         mirror.dataModel.append(record)
-        try await mirror.waitUntilCommitted(timeout: .seconds(60))
+        try await mirror.waitUntilCommitted(timeout: .seconds(120))
         let byMirror = try #require(database.storedRecord(record.recordID, in: zone)?.fields)
 
         let other = InMemoryDatabase()

@@ -13,7 +13,7 @@ import Testing
         let database = InMemoryDatabase()
         let mirror = try await sampleMirror(on: database)
         mirror.dataModel.append(contentsOf: SampleRecord.many(3))
-        let records = try await mirror.waitUntil(timeout: .seconds(60)) { $0.count == 3 }
+        let records = try await mirror.waitUntil(timeout: .seconds(120)) { $0.count == 3 }
         #expect(records.map(\.title) == ["Sample 0", "Sample 1", "Sample 2"])
     }
 
@@ -25,7 +25,7 @@ import Testing
         let writer = Task {
             try await database.writer(named: "other-process").simulateSave(eggs)
         }
-        let records = try await mirror.waitUntil(timeout: .seconds(60), "the other writer's record") {
+        let records = try await mirror.waitUntil(timeout: .seconds(120), "the other writer's record") {
             $0.contains { $0.title == "Eggs" }
         }
         #expect(records.array == [eggs])
@@ -35,7 +35,7 @@ import Testing
     @Test func waitsForLocalChangesMadeMeanwhile() async throws {
         let database = InMemoryDatabase()
         let mirror = try await sampleMirror(on: database)
-        let waiter = Task { try await mirror.waitUntil(timeout: .seconds(60)) { $0.count == 2 } }
+        let waiter = Task { try await mirror.waitUntil(timeout: .seconds(120)) { $0.count == 2 } }
         let appender = Task.detached {
             mirror.dataModel.append(SampleRecord(title: "one"))
             mirror.dataModel.append(SampleRecord(title: "two"))
@@ -107,8 +107,8 @@ import Testing
         let records = SampleRecord.many(3)
         mirror.dataModel.append(contentsOf: records)
         #expect(mirror.pendingChanges.count == 3)
-        let waiter = Task { try await mirror.waitUntilCommitted(timeout: .seconds(60)) }
-        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(60)) { $0 == 1 }
+        let waiter = Task { try await mirror.waitUntilCommitted(timeout: .seconds(120)) }
+        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(120)) { $0 == 1 }
         database.commitLatency = .zero
         try await result(of: waiter).get()
         #expect(mirror.pendingChanges.isEmpty)
@@ -125,7 +125,7 @@ import Testing
         let mirror = try await sampleMirror(on: database)
         database.commitLatency = .seconds(3600)
         mirror.dataModel.append(SampleRecord(title: "Milk"))
-        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(60)) { $0 == 1 }
+        try await database.commitsInProgressUpdates.waitUntil(timeout: .seconds(120)) { $0 == 1 }
         let heldUp = Mutex(false)
         try await mirror.waitUntilPendingChanges(timeout: .milliseconds(50)) { changes in
             guard !changes.isEmpty else { return true }
@@ -150,7 +150,7 @@ import Testing
         database.failNextCommits(1, with: .invalidRecord)
         let record = SampleRecord(title: "Refused")
         mirror.dataModel.append(record)
-        try await mirror.waitUntilPendingChanges(timeout: .seconds(60)) { $0.first?.isOnHold == true }
+        try await mirror.waitUntilPendingChanges(timeout: .seconds(120)) { $0.first?.isOnHold == true }
         let error = await expectError(.timedOut) { try await mirror.waitUntilCommitted(timeout: .milliseconds(50)) }
         let message = error?.message ?? ""
         #expect(message.contains("every change to public/SampleRecord to be committed"), "\(message)")
@@ -170,7 +170,7 @@ import Testing
         database.failNextCommits(1, with: .diskFull)
         let record = SampleRecord()
         mirror.dataModel.append(record)
-        let pending = try await mirror.waitUntilPendingChanges(timeout: .seconds(60)) {
+        let pending = try await mirror.waitUntilPendingChanges(timeout: .seconds(120)) {
             $0.first?.failedAttempts == 1
         }
         #expect(pending.map(\.recordID) == [record.recordID])
@@ -186,9 +186,9 @@ import Testing
             on: database, configuration: MirrorConfiguration(retryDelay: .seconds(3600)))
         database.failNextCommits(1, with: .ioFailure)
         mirror.dataModel.append(SampleRecord())
-        try await mirror.waitUntilPendingChanges(timeout: .seconds(60)) { $0.first?.failedAttempts == 1 }
+        try await mirror.waitUntilPendingChanges(timeout: .seconds(120)) { $0.first?.failedAttempts == 1 }
         // The failure is over; the wait still sees it, as state.
-        let error = try await mirror.waitForLastError(timeout: .seconds(60)) { $0.kind == .ioFailure }
+        let error = try await mirror.waitForLastError(timeout: .seconds(120)) { $0.kind == .ioFailure }
         #expect(error.message.contains("injected failure 1 of 1"))
         let other = await expectError(.timedOut) {
             try await mirror.waitForLastError(timeout: .milliseconds(50), "a disk-full error") { $0.kind == .diskFull }

@@ -12,13 +12,13 @@ import Testing
     @Test func returnsTheFirstElementThatSatisfiesTheCondition() async throws {
         let (values, continuation) = AsyncStream.makeStream(of: Int.self)
         for value in 1...5 { continuation.yield(value) }
-        let found = try await values.waitUntil(timeout: .seconds(60)) { $0 >= 3 }
+        let found = try await values.waitUntil(timeout: .seconds(120)) { $0 >= 3 }
         #expect(found == 3)
     }
 
     @Test func waitsForElementsThatArriveLater() async throws {
         let (values, continuation) = AsyncStream.makeStream(of: Int.self)
-        let waiter = Task { try await values.waitUntil(timeout: .seconds(60)) { $0 == 42 } }
+        let waiter = Task { try await values.waitUntil(timeout: .seconds(120)) { $0 == 42 } }
         Thread {
             for value in 40...45 { continuation.yield(value) }
         }.start()
@@ -97,14 +97,14 @@ import Testing
             if case .cancelled = termination { endedSignal.yield(true) }
         }
         continuation.yield(1)
-        try await values.waitUntil(timeout: .seconds(60)) { $0 == 1 }
+        try await values.waitUntil(timeout: .seconds(120)) { $0 == 1 }
         // The reader found its element and returned; a wait that times out cancels it.
         let (idle, idleContinuation) = AsyncStream.makeStream(of: Int.self)
         idleContinuation.onTermination = { termination in
             if case .cancelled = termination { endedSignal.yield(true) }
         }
         await expectError(.timedOut) { try await idle.waitUntil(timeout: .milliseconds(20)) { _ in true } }
-        try await ended.waitUntil(timeout: .seconds(60), "the idle stream's reader to be cancelled") { $0 }
+        try await ended.waitUntil(timeout: .seconds(120), "the idle stream's reader to be cancelled") { $0 }
         continuation.finish()
     }
 }

@@ -99,7 +99,7 @@ let todos = try await Mirror<Todo>(database: database)
         try await database.simulateSave(
             id: "t3", fields: Data(#"{"$schemaVersion":4,"id":"t3","minutes":null,"name":"Post","priority":1}"#.utf8),
             in: .public("Todo"))
-        try await todos.waitUntil(timeout: .seconds(60), "versions 2 and 4") { $0.count == 3 }
+        try await todos.waitUntil(timeout: .seconds(120), "versions 2 and 4") { $0.count == 3 }
         #expect(todos.dataModel.array[1...] == [
             Todo(id: "t2", name: "Call mum", priority: 3, minutes: nil),
             Todo(id: "t3", name: "Post", priority: 1, minutes: nil),
@@ -138,7 +138,7 @@ let problems = todos.skippedRecords.map { "\($0.recordID): \($0.error.message)" 
         try await newer.flush()
         older.dataModel[0].title = "Buy oat milk"
         try await older.flush()
-        try await newer.waitUntil(timeout: .seconds(60), "the older version's edit") {
+        try await newer.waitUntil(timeout: .seconds(120), "the older version's edit") {
             $0.array == [ChangingTypesVersion2.Todo(id: "t1", title: "Buy oat milk", priority: 2)]
         }
     }

@@ -35,7 +35,7 @@ let sharedWithBob = try await Mirror<Todo>(database: database, scope: .shared, u
 sharedWithBob.dataModel[recordID: trip.recordID]?.title = "Plan the trip to Lisbon"
 try await sharedWithBob.flush()     // committed to alice's record
 
-        try await mine.waitUntil(timeout: .seconds(60)) { $0.first?.title == "Plan the trip to Lisbon" }
+        try await mine.waitUntil(timeout: .seconds(120)) { $0.first?.title == "Plan the trip to Lisbon" }
         #expect(try await mine.shares().map(\.access) == [.readWrite])
 
 for share in try await mine.shares() {
@@ -43,7 +43,7 @@ for share in try await mine.shares() {
 }
 try await mine.revokeShare(of: trip.recordID, from: [bob])
 
-        try await sharedWithBob.waitUntil(timeout: .seconds(60)) { $0.isEmpty }
+        try await sharedWithBob.waitUntil(timeout: .seconds(120)) { $0.isEmpty }
 
 sharedWithBob.dataModel.append(Todo(title: "Bob's own idea"))
 do {
@@ -52,7 +52,7 @@ do {
     // The shared scope holds other users' records only: the new record is gone.
 }
         #expect(sharedWithBob.lastError?.kind == .refused)
-        try await sharedWithBob.waitUntil(timeout: .seconds(60)) { $0.isEmpty }
+        try await sharedWithBob.waitUntil(timeout: .seconds(120)) { $0.isEmpty }
         #expect(mine.dataModel.count == 1)
     }
 }

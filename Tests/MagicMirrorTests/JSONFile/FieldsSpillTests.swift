@@ -166,7 +166,7 @@ import Testing
         try await other.compact(zone)
         otherMirror.dataModel[4].title = "changed after"
         try await otherMirror.flush()
-        try await mirror.waitUntil(timeout: .seconds(60)) { $0[4].title == "changed after" }
+        try await mirror.waitUntil(timeout: .seconds(120)) { $0[4].title == "changed after" }
 
         let now = Self.mappings(of: try await database.fetchAll(in: zone).records)
         let held = Self.mappings(of: mirror.core.withLock { engine in engine.pull.storedRecords.map(\.value) })

@@ -29,7 +29,7 @@ import Testing
         mirror.dataModel.append(contentsOf: withFailure)
         await #expect(throws: (any Error).self) { try await mirror.flush() }
         // The flush throws when the failure is known: wait for the rest to be committed.
-        try await mirror.waitUntilPendingChanges(timeout: .seconds(60)) { changes in
+        try await mirror.waitUntilPendingChanges(timeout: .seconds(120)) { changes in
             changes.count == 1 && changes[0].isOnHold
         }
         let stored = try await database.fetchAll(in: .public(Tagged.recordType)).records

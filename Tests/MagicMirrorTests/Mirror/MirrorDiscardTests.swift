@@ -108,7 +108,7 @@ import Testing
         #expect(mirror.pendingChanges.first?.isOnHold == true)
 
         #expect(mirror.discardPendingChange(recordID: chore.recordID))
-        try await mirror.waitUntil(timeout: .seconds(60), "the stored record to show") {
+        try await mirror.waitUntil(timeout: .seconds(120), "the stored record to show") {
             $0.map(\.title) == ["stored anyway"]
         }
         #expect(mirror.pendingChanges.isEmpty)

@@ -16,7 +16,7 @@ import Testing
         #expect(indexOfC == 2)
 
         try await database.simulateDelete(a)
-        try await mirror.waitUntil(timeout: .seconds(60)) { $0.count == 2 }
+        try await mirror.waitUntil(timeout: .seconds(120)) { $0.count == 2 }
         // The old index now points past the end (or at another record); the id does not.
         #expect(indexOfC >= mirror.dataModel.count || mirror.dataModel[indexOfC].id != c.id)
         mirror.dataModel[recordID: c.recordID]?.title = "c edited"

@@ -49,7 +49,7 @@ import Testing
         mirror.dataModel.append(Chore(id: composed, title: "mine"))
         try await mirror.flush()
         try await database.simulateSave(Chore(id: decomposed, title: "theirs"))
-        try await mirror.waitUntil(timeout: .seconds(60), "the other spelling to arrive") { $0.count == 2 }
+        try await mirror.waitUntil(timeout: .seconds(120), "the other spelling to arrive") { $0.count == 2 }
         #expect(Set(mirror.dataModel.map(\.title)) == ["mine", "theirs"])
         #expect(mirror.lastError == nil)
     }

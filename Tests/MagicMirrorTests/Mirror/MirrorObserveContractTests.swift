@@ -35,7 +35,7 @@ import Testing
         try await calls.wait("the appended record") { $0.last == [milk] }
         // The commit was held back until now: it only confirms what the observer got.
         database.commitLatency = .zero
-        try await mirror.waitUntilCommitted(timeout: .seconds(60))
+        try await mirror.waitUntilCommitted(timeout: .seconds(120))
 
         // A later change shows that the handler ran for nothing else in between.
         let bread = SampleRecord(title: "Bread")

@@ -111,7 +111,7 @@ import Testing
 
         database.poison(kept.id, with: .refused, namingIt: true)
         mirror.dataModel.remove(recordID: kept.recordID)
-        try await mirror.waitUntil(timeout: .seconds(60), "the refused removal undone") {
+        try await mirror.waitUntil(timeout: .seconds(120), "the refused removal undone") {
             $0.map(\.title) == ["kept"]
         }
         #expect(mirror.pendingChanges.isEmpty)

@@ -31,7 +31,7 @@ import Testing
             let error = await #expect(throws: MirrorError.self) { try await mirror.flush() }
             #expect(error?.kind == .notFound)
         }
-        try await recorder.waitForErrors(count: 1, timeout: .seconds(60))
+        try await recorder.waitForErrors(count: 1, timeout: .seconds(120))
         #expect(recorder.errors.map(\.kind) == [.notFound], "\(recorder.errors)")
         try await streamed.wait(forCount: 1, "the error on the mirror's stream")
         let pending = try #require(mirror.pendingChanges.first)

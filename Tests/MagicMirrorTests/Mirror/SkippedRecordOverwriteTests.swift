@@ -157,7 +157,7 @@ import Testing
         let stored = try await database.simulateSave(id: id, fields: Self.version2Fields(id), in: Self.zone)
 
         mirror.dataModel.append(Setting(id: id, size: 2))
-        let error = try await mirror.waitForLastError(timeout: .seconds(60)) { $0.recordIDs == [id] }
+        let error = try await mirror.waitForLastError(timeout: .seconds(120)) { $0.recordIDs == [id] }
         #expect(error.kind == .conflict)
         for words in ["not saved", "does not decode as Setting", "kept", "discardPendingChange(recordID:)",
                       "discardSkippedRecord(recordID:)"] {

@@ -61,7 +61,7 @@ import Testing
         }
         defer { for worker in workers { worker.kill() } }  // no-op for a worker that already ended
 
-        try #require(await events.wait(for: "ready", count: workers.count, timeout: .seconds(60)))
+        try #require(await events.wait(for: "ready", count: workers.count, timeout: .seconds(120)))
         var lockFD: Int32 = -1
         if let lockedZone {
             lockFD = open(lockedZone.appendingPathComponent("lock").path, O_RDWR)
@@ -69,7 +69,7 @@ import Testing
         }
         for worker in workers { try worker.send("go") }
         if lockFD >= 0 {
-            try #require(await events.wait(for: "editing", count: workers.count, timeout: .seconds(60)))
+            try #require(await events.wait(for: "editing", count: workers.count, timeout: .seconds(120)))
             flock(lockFD, LOCK_UN)
             close(lockFD)
         }
@@ -177,7 +177,7 @@ import Testing
     /// resumes the task. Run in a process that is killed after a minute, so a deadlock fails
     /// the test instead of hanging the run.
     @Test func cancellingConsumersAndFlushesWhileTheMirrorChangesNeverDeadlocks() async throws {
-        let result = try await MirrorWorkerRun.run(["mirror-cancel-race", "--rounds", "20000"], timeout: .seconds(60))
+        let result = try await MirrorWorkerRun.run(["mirror-cancel-race", "--rounds", "20000"], timeout: .seconds(120))
         #expect(result.status == 0, "mirror-cancel-race did not finish (deadlocked, killed after 60 s): \(result.standardError)")
         #expect(result.standardOutput == "ok 20000\n")
     }

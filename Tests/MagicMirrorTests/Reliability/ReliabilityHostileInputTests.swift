@@ -132,7 +132,7 @@ private struct HostileRecord: Recordable {
         } catch {
             expectInvalidName(error, role: "record id", (error as? MirrorError)?.recordIDs.first ?? "?")
         }
-        try await mirror.waitUntilPendingChanges(timeout: .seconds(60), "every bad id tried again and held") { pending in
+        try await mirror.waitUntilPendingChanges(timeout: .seconds(120), "every bad id tried again and held") { pending in
             Set(pending.map(\.recordID)) == Set(Self.hostileNames)
                 && pending.allSatisfy { $0.failedAttempts >= 2 && $0.isOnHold }
         }

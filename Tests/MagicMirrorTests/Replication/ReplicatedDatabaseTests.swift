@@ -16,7 +16,7 @@ import Testing
     }
 
     static let zone = ZoneID.public("Note")
-    static let timeout = Duration.seconds(60)
+    static let timeout = Duration.seconds(120)
 
     /// A replicated database over `remote` with its replica in `replica`, opened as a new
     /// process would open it (its own JSON-file engine and writer id).

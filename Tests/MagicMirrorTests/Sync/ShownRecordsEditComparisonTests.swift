@@ -175,7 +175,7 @@ import Testing
             }
             try await mirror.flush()
             let stored = try await storedRecords(Chore.self, in: database)
-            let shown = try await mirror.waitUntil(timeout: .seconds(60), "seed \(seed): the records stored") { array in
+            let shown = try await mirror.waitUntil(timeout: .seconds(120), "seed \(seed): the records stored") { array in
                 Set(array.map(\.id)).count == array.count
                     && Dictionary(uniqueKeysWithValues: array.map { ($0.id, $0) }) == stored
             }

@@ -63,8 +63,8 @@ import Testing
         // d and e took the same key (creation order breaks the tie), or d went before e
         // because the second mirror saw e's move first: the same order either way.
         let expected = ["d", "e", "a", "c", "b"]
-        try await first.waitUntil(timeout: .seconds(60)) { _ in ids(one) == expected }
-        try await second.waitUntil(timeout: .seconds(60)) { _ in ids(two) == expected }
+        try await first.waitUntil(timeout: .seconds(120)) { _ in ids(one) == expected }
+        try await second.waitUntil(timeout: .seconds(120)) { _ in ids(two) == expected }
         #expect(one.records == two.records)
         let third = try await Mirror<Card>(database: database.writer(named: "third"))
         #expect(ids(third.view(sortedBy: \.position)) == ids(one))

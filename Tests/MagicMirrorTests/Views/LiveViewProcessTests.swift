@@ -17,7 +17,7 @@ import Testing
         let shopping = mirror.view(where: RecordFilter { $0.title.hasPrefix("buy") }, sortedBy: \.title, limit: 2)
         let changes = AsyncCollector(shopping.changes())
         func waitForView(_ what: String, _ expected: [String]) async throws {
-            try await mirror.waitUntil(timeout: .seconds(60), what) { _ in shopping.records.map(\.title) == expected }
+            try await mirror.waitUntil(timeout: .seconds(120), what) { _ in shopping.records.map(\.title) == expected }
         }
 
         for command in ["add 1 buy milk", "add 2 call mum", "add 3 buy tea", "flush"] { try await worker.send(command) }

@@ -84,11 +84,11 @@ import Testing
         let view = mirror.view(where: \.done == false, sortedBy: \.rank, limit: 2)
         #expect(view.records.map(\.id) == ["c0", "c2"])
         try await database.simulateSave(Chore(id: "r", title: "remote", rank: 1))
-        try await mirror.waitUntil(timeout: .seconds(60)) { _ in view.records.map(\.id) == ["c0", "r"] }
+        try await mirror.waitUntil(timeout: .seconds(120)) { _ in view.records.map(\.id) == ["c0", "r"] }
         try await database.simulateSave(Chore(id: "c0", title: "t0", done: true, rank: 0))
-        try await mirror.waitUntil(timeout: .seconds(60)) { _ in view.records.map(\.id) == ["r", "c2"] }
+        try await mirror.waitUntil(timeout: .seconds(120)) { _ in view.records.map(\.id) == ["r", "c2"] }
         try await database.simulateDelete(id: "r", in: .public("Chore"))
-        try await mirror.waitUntil(timeout: .seconds(60)) { _ in view.records.map(\.id) == ["c2"] }
+        try await mirror.waitUntil(timeout: .seconds(120)) { _ in view.records.map(\.id) == ["c2"] }
     }
 
     @Test func writingThroughAViewEditsTheMirror() async throws {
@@ -154,7 +154,7 @@ import Testing
         let view = mirror.view(sortedBy: \.rank)
         #expect(view.records.map(\.id) == ["a1"])
         session.switchUser(to: try MirrorUser(name: "bob"))
-        try await mirror.waitUntil(timeout: .seconds(60)) { _ in view.records.map(\.id) == ["b1"] }
+        try await mirror.waitUntil(timeout: .seconds(120)) { _ in view.records.map(\.id) == ["b1"] }
     }
 
     @Test func aDeallocatedViewIsForgottenAndItsChangesEnd() async throws {

@@ -112,7 +112,7 @@ import Testing
         }
         let total = perWorker * workers.count
         for worker in workers {
-            try await worker.waitForRecords("every record", timeout: .seconds(60)) { $0.count == total }
+            try await worker.waitForRecords("every record", timeout: .seconds(120)) { $0.count == total }
         }
         let order = workers[0].records.map(\.id)
         for worker in workers.dropFirst() { #expect(worker.records.map(\.id) == order) }
