@@ -97,7 +97,8 @@ import MagicMirror
         }
     }
 
-    /// `POST /v1/changes`: the changes after `since`, or every live record without it.
+    /// `POST /v1/changes`: the changes after `since` (the relay refuses a request without it:
+    /// every live record comes from `/v1/records`, in pages).
     public struct ChangesRequest: Codable, Sendable {
         public var zone: ZoneID
         public var since: ChangeToken?

@@ -78,6 +78,7 @@ struct RelayHostileInputTests {
                         of: Data("{\"v\":1}".utf8).base64EncodedString(), with: Data("[1]".utf8).base64EncodedString()).utf8),
                     400, "invalidRecord"),
                 ("oversized body", "/v1/token", Data(repeating: 0x20, count: 2 * 1024 * 1024), 413, "payloadTooLarge"),
+                ("changes without a token", "/v1/changes", Data("{\"zone\":{\"scope\":\"public\",\"recordType\":\"Todo\"}}".utf8), 400, "badRequest"),
                 ("bad page limit", "/v1/records", Data("{\"zone\":{\"scope\":\"public\",\"recordType\":\"Todo\"},\"limit\":0}".utf8), 400, "badRequest"),
             ]
             for (name, path, body, status, code) in cases {
