@@ -98,4 +98,26 @@ struct RelayAccessTests {
             #expect(results?.first?["status"] as? String == "conflict")
         }
     }
+
+    /// A user whose role the relay cannot set now (the server refused `SET ROLE`: a
+    /// membership granted moments ago and not yet seen by a session, or taken away) is told
+    /// to try again, with nothing done, not refused for good; once the relay may act as the
+    /// user again, the same request passes.
+    @Test func aRoleTheServerWillNotSetNowIsATransientError() async throws {
+        try await RunningRelay.with { relay in
+            let subject = RelayTestServer.uniqueName("user")
+            let client = relay.client(subject)
+            let zone = ZoneID.private("Todo", user: subject)
+            _ = try await client.currentToken(in: zone)
+            _ = try await relay.admin("REVOKE \"\(subject)\" FROM \(RelayTestServer.relayRole)")
+            let error = try await #require(throws: MirrorError.self) { try await client.commit([Self.save("a", 1)], to: zone) }
+            #expect(error.kind == .unavailable, "\(error)")
+            #expect(error.kind.isTransient)
+            #expect(error.nothingStored, "\(error)")
+            #expect(error.message.contains("did not let this process act as"), "\(error.message)")
+            _ = try await relay.admin("GRANT \"\(subject)\" TO \(RelayTestServer.relayRole)")
+            try await client.commit([Self.save("a", 1)], to: zone)
+            #expect(try await client.fetchAll(in: zone).records.map(\.id) == ["a"])
+        }
+    }
 }

@@ -66,7 +66,21 @@ import PostgresNIO
     /// for a transaction that does not go through ``wrap(_:logger:begin:)``.
     func enter(on connection: PostgresConnection, logger: Logger) async throws {
         try await beforeRole?(connection, logger)
-        try await connection.query(setRole, logger: logger)
+        do {
+            try await connection.query(setRole, logger: logger)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42501" {
+            // The connecting role is not a member of `role` for this session, now: a role
+            // just granted (mirror-relay provisions its users as they come) was seen refused
+            // for a moment by a pooled session under load. Transient: the caller tries again;
+            // a membership taken away for good keeps failing, with the server's words.
+            var refused = MirrorError(
+                .unavailable,
+                "the server did not let this process act as \(role) now (\(error.serverInfo?[.message] ?? "42501")); "
+                    + "nothing was done; try again",
+                underlying: error)
+            refused.nothingStored = true
+            throw refused
+        }
     }
 }
 
