@@ -44,11 +44,6 @@ final class RelayBodyBudget: Sendable {
 
     init(limit: Int) { self.limit = limit }
 
-    /// The bytes held now, in all and by `subject`.
-    func heldBytes(by subject: String) -> (total: Int, subject: Int) {
-        held.withLock { ($0.total, $0.bySubject[subject] ?? 0) }
-    }
-
     /// Takes `bytes` from the budget for `subject`; `false`, taking nothing, when that would
     /// pass the budget or the subject's half of it, unless `always`.
     func take(_ bytes: Int, for subject: String, always: Bool = false) -> Bool {

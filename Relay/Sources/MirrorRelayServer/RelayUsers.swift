@@ -89,9 +89,10 @@ final class RelayUsers: Sendable {
                 // The function's error comes with its rows: read them.
                 for try await _ in try await connection.query("SELECT magicmirror_relay.provision(\(subject))", logger: logger) {}
                 // The rows end before the statement's transaction commits; a statement after it
-                // on the same connection runs once it has, so the role is the relay's to set
-                // on every connection when this returns (without it, a request on another
-                // connection could be refused "permission denied to set role").
+                // on the same connection runs once it has, and checks that the relay is a member
+                // of the role. (A pooled session was still seen refusing `SET ROLE` to a user
+                // just provisioned, under load: PostgreSQLActingUser makes that a transient
+                // error; its cause is not found.)
                 var member = false
                 for try await (granted) in try await connection.query(
                     "SELECT pg_catalog.pg_has_role(\(subject), 'MEMBER')", logger: logger
