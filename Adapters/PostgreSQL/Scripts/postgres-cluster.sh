@@ -55,6 +55,26 @@ without_inherited_fds() {
     python3 -c 'import os, sys; os.closerange(3, 65536); os.execvp(sys.argv[1], sys.argv[1:])' "$@"
 }
 
+# Kills every process still attached to the System V shared memory that DATA/postmaster.pid
+# names: backends of a server killed with SIGKILL, which PostgreSQL will not start beside.
+# (A backend forked just before the kill and still reading its startup packet notices its
+# postmaster's death only at authentication_timeout, a minute later.)
+kill_orphans() {
+    [ -f "$DATA/postmaster.pid" ] || return 0
+    local key
+    key="$(sed -n 7p "$DATA/postmaster.pid" | awk '{print $1}')"
+    [ -n "$key" ] || return 0
+    local name maps pid
+    name="$(printf 'SYSV%08x' "$key")"
+    for maps in /proc/[0-9]*/maps; do
+        pid="${maps#/proc/}"; pid="${pid%/maps}"
+        if grep -q "$name" "$maps" 2>/dev/null; then
+            [ "${1:-}" = list ] && ps -o pid,ppid,stat,wchan:32,etime,cmd -p "$pid" | tail -n +2 >&2
+            kill -9 "$pid" 2>/dev/null || true
+        fi
+    done
+}
+
 start() {
     if [ ! -d "$DATA" ]; then
         mkdir -p "$DIR/sockets"
@@ -75,17 +95,23 @@ CONF
             echo "host all all 0.0.0.0/0 trust" >>"$DATA/pg_hba.conf"
         fi
     fi
-    # A server killed with SIGKILL may leave backends for a moment: retry until it starts.
+    # A server killed with SIGKILL may leave backends for a moment: retry until it starts,
+    # killing any process of the dead server still attached to its shared memory.
     local attempt
-    for attempt in 1 2 3 4 5 6 7 8 9 10; do
+    # A process in uninterruptible sleep (a write the disk has not finished) dies only when it
+    # wakes, so the wait is a generous minute on a loaded machine.
+    for attempt in $(seq 1 60); do
         if without_inherited_fds ${RUNAS:+runuser -u "$RUNAS" --} "$BIN/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 start \
             >/dev/null 2>&1; then
             cat "$DIR/port"
             return
         fi
+        kill_orphans
         sleep 1
     done
     cat "$DIR/server.log" >&2
+    echo "postgres-cluster.sh: processes still attached to the old server's shared memory:" >&2
+    kill_orphans list
     exit 1
 }
 
@@ -94,7 +120,9 @@ case "$command" in
     stop) as_server "$BIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null ;;
     restart) as_server "$BIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null; start >/dev/null ;;
     kill)
+        # Stopped first, the server forks no backend between listing its children and the kill.
         pid="$(head -n 1 "$DATA/postmaster.pid")"
+        kill -STOP "$pid" 2>/dev/null || true
         children="$(pgrep -P "$pid" || true)"
         kill -9 "$pid" $children 2>/dev/null || true
         ;;
