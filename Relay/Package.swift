@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
         // Comes with Hummingbird: HTTP statuses and header names.
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
+        // Comes with jwt-kit: the SHA-256 of a commit's body, stored with its idempotency key.
+        .package(url: "https://github.com/apple/swift-crypto.git", "4.1.0"..<"6.0.0"),
     ],
     targets: [
         // The relay as a library: configuration, tokens, routes, fan-out; the tests start it.
@@ -43,6 +45,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .executableTarget(

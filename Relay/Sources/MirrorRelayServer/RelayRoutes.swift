@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -167,6 +168,11 @@ struct RelayRoutes: Sendable {
         }
     }
 
+    /// The SQLSTATE the server answered, under a `MirrorError`.
+    static func state(of error: any Error) -> String? {
+        ((error as? MirrorError)?.underlying as? PSQLError)?.serverInfo?[.sqlState]
+    }
+
     private func commit(_ body: RelayWire.CommitRequest, subject: String, key: String?) async throws -> Response {
         // Row-level security refuses every operation in another user's zone; an empty commit
         // reaches no row, and would be answered with the zone's token.
@@ -196,16 +202,34 @@ struct RelayRoutes: Sendable {
         canonical.outputFormatting = .sortedKeys
         let claim = CommitClaim(
             subject: subject, writer: body.writerID, key: key, body: key == nil ? Data() : try canonical.encode(body))
-        let claiming = PostgreSQLActingUser(role: subject, writerID: body.writerID, beforeRole: claim.record)
+        // One statement, magicmirror_relay.commit (see RelaySetup); a linked commit (delete
+        // rules) in a transaction that records the claim first.
+        let replayed = Mutex(false)
+        let function = PostgreSQLActingUser.CommitFunction(
+            name: "magicmirror_relay.commit", arguments: [subject, key, key.map { _ in claim.digest }]
+        ) { kind in if kind == "replayed" { replayed.withLock { $0 = true } } }
+        let claiming = PostgreSQLActingUser(
+            role: subject, writerID: body.writerID, beforeRole: claim.record, commitFunction: function)
         do {
             let outcome = try await PostgreSQLActingUser.$current.withValue(claiming) {
                 try await database.commit(operations, to: body.zone)
             }
-            return json(RelayWire.CommitResponse(outcome, replayed: false))
-        } catch where claim.writerRefused {
+            return json(RelayWire.CommitResponse(outcome, replayed: replayed.withLock { $0 }))
+        } catch let error as MirrorError where Self.state(of: error) == RelaySetup.CommitState.roleRefused {
+            let said = (error.underlying as? PSQLError)?.serverInfo?[.message] ?? error.message
+            var refused = MirrorError(.unavailable, "committing to \(body.zone): \(said); nothing was done; try again")
+            refused.nothingStored = true
+            throw refused
+        } catch let error as MirrorError where Self.state(of: error) == "42883" {
+            logger.error("magicmirror_relay.commit is missing: run mirror-relay setup with this relay's version")
+            var outdated = MirrorError(
+                .unavailable, "the relay's database was set up by another version of mirror-relay; nothing was stored")
+            outdated.nothingStored = true
+            throw outdated
+        } catch where claim.writerRefused || Self.state(of: error) == RelaySetup.CommitState.writerTaken {
             throw RelayFailure(
                 .forbidden, "writerTaken", "this writerID is another user's: each writer id belongs to the user who first committed under it")
-        } catch where claim.bodyDiffered {
+        } catch where claim.bodyDiffered || Self.state(of: error) == RelaySetup.CommitState.keyReused {
             throw RelayFailure(
                 .conflict, "idempotencyKeyReused",
                 "this Idempotency-Key was used before for another commit; nothing was stored")
@@ -233,6 +257,8 @@ final class CommitClaim: Sendable {
     let key: String?
     /// The commit's body as JSON with sorted keys, whose digest is stored with the key.
     let body: Data
+    /// The SHA-256 of ``body`` in lowercase hexadecimal, as `magicmirror_relay.commit` takes it.
+    var digest: String { SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined() }
     /// `nil` until recorded.
     private let recorded = Mutex<Found?>(nil)
 

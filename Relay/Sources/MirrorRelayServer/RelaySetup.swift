@@ -112,14 +112,132 @@ enum RelaySetup {
                 EXECUTE format('GRANT %I TO %I', p_subject, \(literal));
             END $fn$
             """,
+            commitFunction,
             "REVOKE ALL ON FUNCTION magicmirror_relay.provision(text) FROM PUBLIC",
             "GRANT USAGE ON SCHEMA magicmirror_relay TO \(quoted)",
             "GRANT SELECT ON magicmirror_relay.users TO \(quoted)",
             "GRANT SELECT, INSERT ON magicmirror_relay.commits TO \(quoted)",
             "GRANT SELECT, INSERT ON magicmirror_relay.writers TO \(quoted)",
             "GRANT EXECUTE ON FUNCTION magicmirror_relay.provision(text) TO \(quoted)",
+            "REVOKE ALL ON FUNCTION \(commitSignature) FROM PUBLIC",
+            "GRANT EXECUTE ON FUNCTION \(commitSignature) TO \(quoted)",
         ]
     }
+
+    /// The SQLSTATEs `magicmirror_relay.commit` raises.
+    enum CommitState {
+        /// The writer id is another subject's.
+        static let writerTaken = "MR001"
+        /// The idempotency key was used before with another body.
+        static let keyReused = "MR002"
+        /// The server did not let the relay act as the subject now.
+        static let roleRefused = "MR003"
+    }
+
+    static let commitSignature = """
+        magicmirror_relay.commit(text, text, text, text, text, text, text, text[], int8[], bytea[], boolean[], int8[], int8[])
+        """
+
+    /// `magicmirror_relay.commit(subject, key, digest, <commit_records' ten arguments>)`: a
+    /// relay's commit in one statement (`SECURITY INVOKER`, run as the relay role, in the
+    /// statement's own transaction), so that the zone's commit lock is held for one
+    /// statement and no round trip:
+    ///
+    /// 1. binds the writer id to the subject, or raises `MR001` when it is another's;
+    /// 2. with a key: raises `MR002` when the key was recorded with another digest, and
+    ///    marks the commit a replay when with this one (`commit_records` then recognises
+    ///    each operation as a retry and stores nothing again);
+    /// 3. sets the role to the subject for the rest of the transaction (`MR003` when the
+    ///    server refuses), and answers `commit_records`' rows, run as the subject, so that
+    ///    row-level security decides as for the subject's own statements;
+    /// 4. records the key as the relay role (back to the session's role) when the commit was
+    ///    applied or refused, not when it stored nothing for another reason (delete rules,
+    ///    assets), so that its retry is a first commit; a key recorded meanwhile by the same
+    ///    commit sent twice marks a replay, by another body raises `MR002`;
+    /// 5. adds a row `replayed` for a replay.
+    static let commitFunction = """
+        CREATE OR REPLACE FUNCTION magicmirror_relay.commit(
+            p_subject text, p_key text, p_digest text,
+            p_scope text, p_owner text, p_record_type text, p_writer text, p_ids text[], p_bases int8[],
+            p_fields bytea[], p_deleted boolean[], p_millis int8[], p_counters int8[])
+        RETURNS TABLE (
+            o_kind text, o_status text, o_generation int8, o_base int8, o_last int8, o_seq int8, o_n int4,
+            o_version int8, o_fields bytea, o_deleted boolean, o_millis int8, o_counter int8, o_writer text,
+            o_created_millis int8, o_created_counter int8, o_id text, o_value text)
+        LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
+        DECLARE
+            bound text;
+            recorded bytea;
+            replayed boolean := false;
+            outcome text;
+            r record;
+        BEGIN
+            IF p_subject IS NULL OR p_writer IS NULL OR (p_key IS NOT NULL AND p_digest IS NULL) THEN
+                RAISE EXCEPTION 'magicmirror_relay.commit: a subject, a writer, and a digest with a key'
+                    USING ERRCODE = '22023';
+            END IF;
+            -- 1. The writer id is the subject's, or becomes it.
+            INSERT INTO magicmirror_relay.writers (writer, subject) VALUES (p_writer, p_subject) ON CONFLICT DO NOTHING;
+            IF NOT FOUND THEN
+                SELECT w.subject INTO bound FROM magicmirror_relay.writers w WHERE w.writer = p_writer;
+                IF bound IS DISTINCT FROM p_subject THEN
+                    RAISE EXCEPTION 'the writer id is another user''s' USING ERRCODE = '\(CommitState.writerTaken)';
+                END IF;
+            END IF;
+            -- 2. A key seen before.
+            IF p_key IS NOT NULL THEN
+                SELECT c.digest INTO recorded FROM magicmirror_relay.commits c
+                WHERE c.subject = p_subject AND c.key = p_key;
+                IF FOUND THEN
+                    IF recorded IS NOT NULL AND recorded <> decode(p_digest, 'hex') THEN
+                        RAISE EXCEPTION 'the key was used for another commit' USING ERRCODE = '\(CommitState.keyReused)';
+                    END IF;
+                    replayed := true;
+                END IF;
+            END IF;
+            -- 3. The commit, as the subject.
+            BEGIN
+                PERFORM set_config('role', p_subject, true);
+            EXCEPTION WHEN insufficient_privilege THEN
+                RAISE EXCEPTION 'the server did not let this process act as % now (%)', p_subject, SQLERRM
+                    USING ERRCODE = '\(CommitState.roleRefused)';
+            END;
+            FOR r IN SELECT * FROM magicmirror.commit_records(p_scope, p_owner, p_record_type, p_writer, p_ids, p_bases,
+                                                             p_fields, p_deleted, p_millis, p_counters) LOOP
+                IF r.o_kind = 'zone' THEN
+                    outcome := r.o_status;
+                END IF;
+                o_kind := r.o_kind; o_status := r.o_status; o_generation := r.o_generation; o_base := r.o_base;
+                o_last := r.o_last; o_seq := r.o_seq; o_n := r.o_n; o_version := r.o_version; o_fields := r.o_fields;
+                o_deleted := r.o_deleted; o_millis := r.o_millis; o_counter := r.o_counter; o_writer := r.o_writer;
+                o_created_millis := r.o_created_millis; o_created_counter := r.o_created_counter; o_id := r.o_id;
+                o_value := r.o_value;
+                RETURN NEXT;
+            END LOOP;
+            -- 4. The key, as the relay role.
+            PERFORM set_config('role', 'none', true);
+            IF p_key IS NOT NULL AND NOT replayed AND outcome IN ('applied', 'refused') THEN
+                INSERT INTO magicmirror_relay.commits (subject, key, digest)
+                VALUES (p_subject, p_key, decode(p_digest, 'hex')) ON CONFLICT DO NOTHING;
+                IF NOT FOUND THEN
+                    SELECT c.digest INTO recorded FROM magicmirror_relay.commits c
+                    WHERE c.subject = p_subject AND c.key = p_key;
+                    IF recorded IS NOT NULL AND recorded <> decode(p_digest, 'hex') THEN
+                        RAISE EXCEPTION 'the key was used for another commit' USING ERRCODE = '\(CommitState.keyReused)';
+                    END IF;
+                    replayed := true;
+                END IF;
+            END IF;
+            -- 5.
+            IF replayed THEN
+                o_kind := 'replayed'; o_status := NULL; o_generation := NULL; o_base := NULL; o_last := NULL;
+                o_seq := NULL; o_n := NULL; o_version := NULL; o_fields := NULL; o_deleted := NULL; o_millis := NULL;
+                o_counter := NULL; o_writer := NULL; o_created_millis := NULL; o_created_counter := NULL; o_id := NULL;
+                o_value := NULL;
+                RETURN NEXT;
+            END IF;
+        END $fn$
+        """
 
     /// Installs everything as the administrator the URL names.
     ///

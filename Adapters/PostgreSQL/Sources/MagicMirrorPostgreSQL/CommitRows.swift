@@ -34,9 +34,10 @@ enum CommitRows {
     }
 
     /// Commits `operations` (validated: at most one per record) to the zone `key` names, as
-    /// `writer`, in one statement.
+    /// `writer`, in one statement: `commit_records`, or `function`, which calls it.
     static func commit(
-        _ operations: [RecordOperation], to key: ZoneKey, writer: String, on connection: PostgresConnection,
+        _ operations: [RecordOperation], to key: ZoneKey, writer: String,
+        through function: PostgreSQLActingUser.CommitFunction? = nil, on connection: PostgresConnection,
         logger: Logger
     ) async throws -> Answer {
         var ids: [String] = [], bases: [Int] = [], fields: [ByteBuffer] = [], deleted: [Bool] = []
@@ -61,11 +62,21 @@ enum CommitRows {
             millis.append(Int(operation.timestamp.millis))
             counters.append(Int(operation.timestamp.counter))
         }
-        let rows = try await connection.execute(
-            Statement(
-                scope: key.scope, owner: key.owner, recordType: key.recordType, writer: writer, ids: ids, bases: bases,
-                fields: fields, deleted: deleted, millis: millis, counters: counters),
-            logger: logger)
+        let statement = Statement(
+            scope: key.scope, owner: key.owner, recordType: key.recordType, writer: writer, ids: ids, bases: bases,
+            fields: fields, deleted: deleted, millis: millis, counters: counters)
+        if let function {
+            let rows = try await connection.query(statement.call(function), logger: logger).decode(Statement.Row.self)
+            return try await answer(rows, operations, noted: function.noted)
+        }
+        return try await answer(try await connection.execute(statement, logger: logger), operations, noted: { _ in })
+    }
+
+    /// The answer `rows` make.
+    private static func answer(
+        _ rows: some AsyncSequence<Statement.Row, any Error>, _ operations: [RecordOperation],
+        noted: (String) -> Void
+    ) async throws -> Answer {
         var zone: ZoneRow?
         var outcome: String?
         var sequence: Int?
@@ -91,7 +102,7 @@ enum CommitRows {
                     writer: recordWriter,
                     created: HLCTimestamp(millis: Int64(createdMillis), counter: UInt32(clamping: createdCounter)))
             default:
-                if let id, let value { problems.append((id, value)) }
+                if let id, let value { problems.append((id, value)) } else { noted(kind) }
             }
         }
         var status: Status?
@@ -130,6 +141,12 @@ enum CommitRows {
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 10)
+            appendArguments(to: &bindings)
+            return bindings
+        }
+
+        /// `commit_records`' ten arguments, in order.
+        private func appendArguments(to bindings: inout PostgresBindings) {
             bindings.append(scope)
             bindings.append(owner)
             bindings.append(recordType)
@@ -140,9 +157,23 @@ enum CommitRows {
             bindings.append(deleted)
             bindings.append(millis)
             bindings.append(counters)
-            return bindings
         }
 
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+
+        /// The statement as a call of `function`: its arguments first, then these ten.
+        func call(_ function: PostgreSQLActingUser.CommitFunction) -> PostgresQuery {
+            var bindings = PostgresBindings(capacity: function.arguments.count + 10)
+            for argument in function.arguments {
+                if let argument { bindings.append(argument) } else { bindings.appendNull() }
+            }
+            appendArguments(to: &bindings)
+            let count = function.arguments.count
+            let types = ["text", "text", "text", "text", "text[]", "int8[]", "bytea[]", "boolean[]", "int8[]", "int8[]"]
+            let placeholders = (0..<count).map { "$\($0 + 1)::text" }
+                + types.enumerated().map { "$\(count + $0.offset + 1)::\($0.element)" }
+            return PostgresQuery(
+                unsafeSQL: "SELECT * FROM \(function.name)(\(placeholders.joined(separator: ", ")))", binds: bindings)
+        }
     }
 }

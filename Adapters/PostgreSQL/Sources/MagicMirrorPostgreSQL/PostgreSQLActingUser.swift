@@ -25,6 +25,9 @@ import PostgresNIO
     /// (for example to record a commit's idempotency key in the commit's transaction).
     public let beforeRole: (@Sendable (PostgresConnection, Logger) async throws -> Void)?
 
+    /// A function that makes a commit one statement, or `nil`: see ``CommitFunction``.
+    public let commitFunction: CommitFunction?
+
     /// The user the current task acts for, or `nil` for the database's own role.
     @TaskLocal public static var current: PostgreSQLActingUser?
 
@@ -34,13 +37,47 @@ import PostgresNIO
     ///   - role: An existing role the connecting role is a member of.
     ///   - writerID: The writer id commits are stored under, or `nil` for the database's.
     ///   - beforeRole: A statement to run first in each transaction, as the connecting role.
+    ///   - commitFunction: A function that commits as `role` in one statement, or `nil`.
     public init(
         role: String, writerID: String? = nil,
-        beforeRole: (@Sendable (PostgresConnection, Logger) async throws -> Void)? = nil
+        beforeRole: (@Sendable (PostgresConnection, Logger) async throws -> Void)? = nil,
+        commitFunction: CommitFunction? = nil
     ) {
         self.role = role
         self.writerID = writerID
         self.beforeRole = beforeRole
+        self.commitFunction = commitFunction
+    }
+
+    /// A function of the caller's schema through which a commit of a private or public zone
+    /// is one statement, one round trip, in no transaction of its own: called in place of
+    /// `BEGIN`, ``beforeRole``, `SET LOCAL ROLE`, `commit_records` and `COMMIT`, so that the
+    /// zone's commit lock is held for one statement rather than across round trips.
+    ///
+    /// It is called as `SELECT * FROM name(arguments…, <commit_records' ten arguments>)` as
+    /// the connecting role, and must do what the transaction would: its own checks, then
+    /// `set_config('role', …, true)` and `commit_records`, answering `commit_records`' rows.
+    /// A row of a kind the adapter does not know (no id, no value) is handed to ``noted``.
+    /// When `commit_records` answers that delete rules apply, the commit is made again as a
+    /// linked commit, in a transaction that runs ``beforeRole`` (the function must then
+    /// have stored nothing).
+    public struct CommitFunction: Sendable {
+        /// The function's name, schema-qualified (`schema.name`, lowercase letters, digits
+        /// and underscores).
+        public let name: String
+        /// The text arguments passed before `commit_records`' ten.
+        public let arguments: [String?]
+        /// Called with the kind of each row the adapter does not know.
+        public let noted: @Sendable (String) -> Void
+
+        /// Describes the function.
+        public init(name: String, arguments: [String?], noted: @escaping @Sendable (String) -> Void) {
+            precondition(
+                name.split(separator: ".", omittingEmptySubsequences: false).count == 2
+                    && name.allSatisfy { $0 == "." || $0 == "_" || ("a"..."z").contains($0) || ("0"..."9").contains($0) },
+                "a commit function's name is schema.name in lowercase letters, digits and underscores")
+            (self.name, self.arguments, self.noted) = (name, arguments, noted)
+        }
     }
 
     /// `SET LOCAL ROLE "<role>"`, the role quoted as an identifier (`"` doubled).

@@ -239,11 +239,17 @@ public final class PostgreSQLDatabase: RecordDatabase, AccountVerifiable, Sharin
         let result: ZoneCommit.Result
         do {
             let link = link
+            let commit = ZoneCommit(operations: operations, zone: zone, key: key, writer: writer)
             result = try await withDeadline(serverDeadline, "committing to \(zone)") {
-                try await link.withConnection { connection in
-                    try await ZoneCommit(operations: operations, zone: zone, key: key, writer: writer)
-                        .run(on: connection, logger: logger)
+                // A relay's commit in one statement, which acts as its user itself (no
+                // transaction of the acting user's around it); a linked one as usual.
+                if let function = PostgreSQLActingUser.current?.commitFunction,
+                   let result = try await PostgreSQLActingUser.$current.withValue(nil, operation: {
+                       try await link.withConnection { try await commit.run(through: function, on: $0, logger: logger) }
+                   }) {
+                    return result
                 }
+                return try await link.withConnection { try await commit.run(on: $0, logger: logger) }
             }
         } catch {
             throw explainingOtherUsersZone(PostgreSQLErrors.mirrorError(error, "committing to \(zone)", zone: zone), zone)

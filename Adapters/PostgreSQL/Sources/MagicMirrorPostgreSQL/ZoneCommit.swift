@@ -45,10 +45,28 @@ struct ZoneCommit: Sendable {
 
     func run(on connection: PostgresConnection, logger: Logger) async throws -> Result {
         let answer = try await CommitRows.commit(operations, to: key, writer: writer, on: connection, logger: logger)
+        if case .rules = answer.status { return try await LinkedCommit(commit: self).run(on: connection, logger: logger) }
+        return try result(of: answer)
+    }
+
+    /// Runs the commit as one call of `function` (see ``PostgreSQLActingUser/CommitFunction``),
+    /// outside any transaction; `nil` when delete rules apply, so that it must be made again
+    /// as a linked commit in a transaction (nothing was written).
+    func run(
+        through function: PostgreSQLActingUser.CommitFunction, on connection: PostgresConnection, logger: Logger
+    ) async throws -> Result? {
+        let answer = try await CommitRows.commit(
+            operations, to: key, writer: writer, through: function, on: connection, logger: logger)
+        if case .rules = answer.status { return nil }
+        return try result(of: answer)
+    }
+
+    /// The outcome of the server's answer (which is not `rules`).
+    private func result(of answer: CommitRows.Answer) throws -> Result {
         let previous = answer.zone.token
         switch answer.status {
         case .rules:
-            return try await LinkedCommit(commit: self).run(on: connection, logger: logger)
+            break
         case .invalid(let id, let value):
             throw invalidAssetReference(id: id, value: value)
         case .missing(let ids, let digests):
