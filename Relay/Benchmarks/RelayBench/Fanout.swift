@@ -158,12 +158,13 @@ enum Fanout {
                     + "p99 %.1f ms to return; latency from a commit's send to the first answer "
                     + "naming its record, over %ld (client, commit) pairs; %ld pairs never arrived (within %.0f s of the "
                     + "last commit), %ld commits failed or were not applied, %ld hints were cut at %ld ids; each client "
-                    + "was answered %.1f times a second, %.1f ids per answer; ",
+                    + "was answered %.1f times a second, %.1f ids per answer; %ld polls were answered 503 (try again) "
+                    + "and sent again; ",
                 step.rate, report.sendRate, lateness * 1000, seconds, Double(commits) / seconds, percentile(report.commitSeconds, 0.5) * 1000,
                 percentile(report.commitSeconds, 0.99) * 1000, sorted.count, missing, drainSeconds,
                 commits - counts.applied, counts.cutHints, RelayWire.maximumHintIDs,
                 Double(counts.answers) / Double(step.clients) / seconds,
-                Double(counts.ids) / Double(max(1, counts.answers)))
+                Double(counts.ids) / Double(max(1, counts.answers)), counts.retries)
             + "processor during the commits, in cores: relay \(cores(processors.relay)), PostgreSQL's sessions on "
             + "the relay's database \(cores(processors.server)), this bench (clients and writer) "
             + "\(cores(processors.bench)), the whole machine \(cores(processors.machine)) of "
@@ -198,6 +199,8 @@ final class FanoutBoard: WatchBoard {
         var ids = 0
         /// Hints that carried `RelayWire.maximumHintIDs` ids: perhaps cut.
         var cutHints = 0
+        /// Polls answered 503 and sent again.
+        var retries = 0
         var failures = 0
         var firstFailure: String?
         var firstCommitFailure: String?
@@ -299,6 +302,8 @@ final class FanoutBoard: WatchBoard {
             state.counts.firstFailure = state.counts.firstFailure ?? "client \(index + 1): \(reason)"
         }
     }
+
+    func toldToRetry(_ index: Int) { state.withLock { $0.counts.retries += 1 } }
 
     func stop() { state.withLock { $0.stopping = true } }
 

@@ -72,7 +72,8 @@ enum IdleClients {
                 + "(\(perUser) sessions each), each watching a private zone of its own; "
                 + String(
                     format: "relay RSS with no client %.1f MiB; polls sent while clients connected answered within %.1f s; "
-                        + "descriptor limit %ld", idleKiB / 1024, window.rampLongest, descriptorLimit)
+                        + "descriptor limit %ld; %ld polls were answered 503 (try again) and sent again",
+                    idleKiB / 1024, window.rampLongest, descriptorLimit, window.retries)
             if let failure { note += "; " + failure }
             results.append(
                 BenchResult(
@@ -96,6 +97,8 @@ final class ClientBoard: WatchBoard {
     struct Window {
         var answered = 0
         var failures = 0
+        /// Polls answered 503 and sent again.
+        var retries = 0
         /// The longest poll sent and answered in the window, in seconds.
         var longest = 0.0
         /// The longest poll sent before the window opened and answered in it.
@@ -128,7 +131,8 @@ final class ClientBoard: WatchBoard {
     func openWindow() {
         state.withLock { state in
             state.heard = Array(repeating: false, count: state.heard.count)
-            state.window = Window(failures: state.window.failures, firstFailure: state.window.firstFailure)
+            state.window = Window(
+                failures: state.window.failures, retries: state.window.retries, firstFailure: state.window.firstFailure)
             state.windowStart = monotonicSeconds()
         }
     }
@@ -168,6 +172,8 @@ final class ClientBoard: WatchBoard {
             state.window.firstFailure = state.window.firstFailure ?? "client \(index + 1): \(reason)"
         }
     }
+
+    func toldToRetry(_ index: Int) { state.withLock { $0.window.retries += 1 } }
 
     func stop() { state.withLock { $0.stopping = true } }
 }

@@ -68,6 +68,9 @@ protocol WatchBoard: Sendable {
     /// Client `index` failed: an error status, an answer that is not hints, a closed
     /// connection.
     func failed(_ index: Int, _ reason: String)
+    /// Client `index`'s poll was answered 503, try again (as `RelayDatabase` does): it polls
+    /// again after the answer's `Retry-After`.
+    func toldToRetry(_ index: Int)
     /// From now on, closed connections are the bench's doing.
     func stop()
 }
@@ -148,6 +151,7 @@ final class WatchClient: ChannelInboundHandler {
     private var request: ByteBuffer?
     private var sentAt = 0.0
     private var status: UInt = 0
+    private var retryAfter: Int64 = 1
     private var body = ByteBuffer()
 
     init(_ spec: ClientSpec, board: any WatchBoard) {
@@ -163,11 +167,21 @@ final class WatchClient: ChannelInboundHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             status = head.status.code
+            retryAfter = head.headers["Retry-After"].first.flatMap { Int64($0) }.map { min(max($0, 1), 30) } ?? 1
             body.clear()
         case .body(var part):
             body.writeBuffer(&part)
         case .end:
             let answeredAt = monotonicSeconds()
+            if status == 503 {
+                board.toldToRetry(spec.index)
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: .seconds(retryAfter)) {
+                    let (client, context) = bound.value
+                    if context.channel.isActive { client.send(context) }
+                }
+                return
+            }
             guard status == 200 else {
                 board.failed(spec.index, "HTTP \(status): \(String(buffer: body).prefix(300))")
                 context.close(promise: nil)

@@ -160,7 +160,8 @@ struct RelayRoutes: Sendable {
 
     /// A commit, applied once per idempotency key: the key is recorded in the commit's own
     /// transaction, so a retry after a lost answer finds it, stores nothing again, and is
-    /// answered with the stored records (`replayed`).
+    /// answered with the stored records (`replayed`). One statement, `magicmirror_relay.commit`,
+    /// for a private or public zone (see `RelaySetup.commitFunction`).
     private func commit(_ request: Request) async throws -> Response {
         let subject = try await tokens.subject(authorization: request.headers[.authorization])
         return try await withBody(request, RelayWire.CommitRequest.self, limit: Self.maximumCommitBytes, subject: subject) { body in
@@ -245,9 +246,11 @@ struct RelayRoutes: Sendable {
     }
 }
 
-/// A commit's idempotency key and the SHA-256 of its body, recorded first in the commit's
-/// transaction (as the relay's role, before `SET LOCAL ROLE`): the row commits or rolls
-/// back with the commit. A key found with another body's digest is a reuse, not a retry.
+/// A commit's idempotency key and the SHA-256 of its body. A commit of a private or public
+/// zone records them in `magicmirror_relay.commit` (see `RelaySetup`); a linked commit (one
+/// that delete rules reach) and a shared zone's commit record them here, first in the
+/// commit's transaction (as the relay's role, before `SET LOCAL ROLE`): the row commits or
+/// rolls back with the commit. A key found with another body's digest is a reuse, not a retry.
 final class CommitClaim: Sendable {
     static let header = HTTPField.Name("Idempotency-Key")!
     private enum Found { case new, sameBody, otherBody, otherWriter }

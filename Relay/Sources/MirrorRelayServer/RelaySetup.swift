@@ -18,6 +18,8 @@ import PostgresNIO
 ///   - `commits`: the idempotency keys of applied commits with the digest of their bodies,
 ///     written in each commit's own transaction, readable and writable by the relay role
 ///     only;
+///   - `commit(subject, key, digest, …)`: a commit in one statement (see ``commitFunction``),
+///     executable by the relay role only;
 ///   - `provision(subject)`, `SECURITY DEFINER` (the administrator's rights), executable by
 ///     the relay role only, one call per subject at a time across relays (the subject's
 ///     row is written first, and a second call waits on its key): creates the `NOLOGIN NOINHERIT` role named exactly as the
