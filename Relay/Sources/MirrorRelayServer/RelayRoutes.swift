@@ -189,6 +189,13 @@ struct RelayRoutes: Sendable {
         // A timestamp far ahead of every clock would win every merge of its fields for as long
         // as it is ahead: refused, as MagicMirror's clocks refuse to adopt such a reading.
         let latest = Int64(Date().timeIntervalSince1970 * 1000) + Self.maximumTimestampLead
+        let before = body.operations.filter { $0.timestamp.millis < 0 }.map(\.id)
+        guard before.isEmpty else {
+            throw RelayFailure(MirrorError(
+                .invalidRecord,
+                "the timestamp of \(before.count) operation\(before.count == 1 ? "" : "s") is before 1970; check this device's clock",
+                recordIDs: Array(before.prefix(100))))
+        }
         let ahead = body.operations.filter { $0.timestamp.millis > latest }.map(\.id)
         guard ahead.isEmpty else {
             throw RelayFailure(MirrorError(
@@ -258,15 +265,15 @@ final class CommitClaim: Sendable {
     /// The client's writer id, bound to the first subject that commits under it.
     let writer: String
     let key: String?
-    /// The commit's body as JSON with sorted keys, whose digest is stored with the key.
-    let body: Data
-    /// The SHA-256 of ``body`` in lowercase hexadecimal, as `magicmirror_relay.commit` takes it.
-    var digest: String { SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined() }
+    /// The SHA-256 of the commit's body (its JSON with sorted keys) in lowercase
+    /// hexadecimal, stored with the key.
+    let digest: String
     /// `nil` until recorded.
     private let recorded = Mutex<Found?>(nil)
 
     init(subject: String, writer: String, key: String?, body: Data) {
-        (self.subject, self.writer, self.key, self.body) = (subject, writer, key, body)
+        (self.subject, self.writer, self.key) = (subject, writer, key)
+        digest = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
     }
 
     /// Whether the key was found recorded with this body: the commit was applied before.
@@ -278,13 +285,10 @@ final class CommitClaim: Sendable {
 
     /// Binds the writer id to the subject, or throws when it is another's; then records the
     /// key, once per request, and throws when it was recorded before. One statement, so one
-    /// round trip of the commit's transaction.
+    /// round trip of the commit's transaction, and a second for a key recorded before.
     func record(on connection: PostgresConnection, logger: Logger) async throws {
         guard recorded.withLock({ $0 == nil }) else { return }
-        let bytes = ByteBuffer(bytes: body)
-        // The key's row is claimed only for a writer that is the subject's; the digest of a
-        // key recorded before is read from before this statement (its own insert is not
-        // visible to it), so a key claimed now reads as the same body.
+        // The key's row is claimed only for a writer that is the subject's.
         let rows = try await connection.query(
             """
             WITH bound AS (
@@ -296,16 +300,25 @@ final class CommitClaim: Sendable {
                        AS own),
             claimed AS (
                 INSERT INTO magicmirror_relay.commits (subject, key, digest)
-                SELECT \(subject), \(key), sha256(\(bytes)::bytea)
+                SELECT \(subject), \(key), decode(\(digest), 'hex')
                 WHERE \(key)::text IS NOT NULL AND (SELECT own FROM owner)
                 ON CONFLICT DO NOTHING RETURNING 1)
-            SELECT (SELECT own FROM owner), (SELECT count(*) FROM claimed)::int8,
-                   coalesce((SELECT digest IS NULL OR digest = sha256(\(bytes)::bytea) FROM magicmirror_relay.commits
-                             WHERE subject = \(subject) AND key = \(key)), true)
+            SELECT (SELECT own FROM owner), (SELECT count(*) FROM claimed)::int8
             """, logger: logger)
         var found = Found.new
-        for try await (own, inserted, same) in rows.decode((Bool, Int64, Bool).self) {
-            found = !own ? .otherWriter : key == nil || inserted > 0 ? .new : same ? .sameBody : .otherBody
+        for try await (own, inserted) in rows.decode((Bool, Int64).self) {
+            found = !own ? .otherWriter : key == nil || inserted > 0 ? .new : .sameBody
+        }
+        if found == .sameBody {
+            // The key was recorded before: its digest, read in a statement of its own, whose
+            // snapshot sees the row that a commit sent at the same moment recorded (the insert
+            // above waited for it, but its statement's snapshot is older than that row).
+            let same = try await connection.query(
+                """
+                SELECT coalesce((SELECT digest IS NULL OR digest = decode(\(digest), 'hex') FROM magicmirror_relay.commits
+                                 WHERE subject = \(subject) AND key = \(key)), false)
+                """, logger: logger)
+            for try await isSame in same.decode(Bool.self) where !isSame { found = .otherBody }
         }
         recorded.withLock { $0 = found }
         switch found {

@@ -33,4 +33,36 @@ struct RelayCommitRulesTests {
             #expect(try await client.fetchAll(in: zone).records.map(\.id) == ["fast"])
         }
     }
+
+    /// A timestamp before 1970 (no clock of MagicMirror's makes one; it would lose every
+    /// merge) is refused, naming the operation, with nothing stored.
+    @Test func aTimestampBefore1970IsRefused() async throws {
+        try await RunningRelay.with { relay in
+            let user = RelayTestServer.uniqueName("clock")
+            let token = try await RelayTestServer.token(user)
+            let body = RelayOneStatementCommitTests.body(
+                #"{"scope":"public","recordType":"Item"}"#, "past", fields: #"{"v":1}"#, timestamp: "-5-0")
+            let answer = try await relay.send("/v1/commit", body: body, token: token, headers: ["Content-Type": "application/json"])
+            #expect(answer.status == 400, "\(String(decoding: answer.body, as: UTF8.self))")
+            #expect(String(decoding: answer.body, as: UTF8.self).contains("before 1970"))
+            #expect(try await relay.admin("SELECT count(*)::text FROM magicmirror.records") == ["0"])
+        }
+    }
+
+    /// Fields that refer to an asset and hold a `\u0000`, which the server's JSON (jsonb)
+    /// refuses when it looks for the assets: the client's record is wrong, a 400 with
+    /// nothing stored, never a 503 that tells the client to send it again.
+    @Test func fieldsTheServerCannotParseForAssetsAreTheClientsError() async throws {
+        try await RunningRelay.with { relay in
+            let user = RelayTestServer.uniqueName("nul")
+            let token = try await RelayTestServer.token(user)
+            let digest = String(repeating: "ab", count: 32)
+            let body = RelayOneStatementCommitTests.body(
+                #"{"scope":"public","recordType":"Item"}"#, "nul",
+                fields: #"{"image":{"$asset":"\#(digest)"},"text":"a\u0000b"}"#)
+            let answer = try await relay.send("/v1/commit", body: body, token: token, headers: ["Content-Type": "application/json"])
+            #expect(answer.status == 400, "\(String(decoding: answer.body, as: UTF8.self))")
+            #expect(try await relay.admin("SELECT count(*)::text FROM magicmirror.records") == ["0"])
+        }
+    }
 }

@@ -108,6 +108,43 @@ struct RelayOneStatementCommitTests {
         }
     }
 
+    /// Two different commits sent at once with one key, where a delete rule makes each a
+    /// linked commit (the claim is recorded in the transaction, not by the function): one is
+    /// applied, the other refused as a reused key, in every round; never both applied, and
+    /// never one answered `replayed` for a body that was not applied.
+    @Test func aKeyReusedAtOnceByLinkedCommitsIsRefused() async throws {
+        try await RunningRelay.with { relay in
+            let user = RelayTestServer.uniqueName("user")
+            let token = try await RelayTestServer.token(user)
+            let client = relay.client(user)
+            let zone = ZoneID.public("Todo")
+            _ = try await relay.admin(
+                "INSERT INTO magicmirror.delete_rules VALUES ('public', '', 'Ref', 'todo', 'optional', 'Todo', 'cascade')")
+            for round in 0..<5 {
+                let (first, second) = ("a\(round)", "b\(round)")
+                let stamp = HLCTimestamp(millis: Int64(round + 1), counter: 0)
+                try await client.commit(
+                    [.save(first, fields: Data("{}".utf8), baseVersion: 0, timestamp: stamp),
+                     .save(second, fields: Data("{}".utf8), baseVersion: 0, timestamp: stamp)],
+                    to: zone)
+                func delete(_ id: String) -> Data {
+                    Data(
+                        """
+                        {"zone":{"scope":"public","recordType":"Todo"},"writerID":"w-\(user)","operations":[
+                        {"id":"\(id)","baseVersion":1,"timestamp":"\(round + 2)-0"}]}
+                        """.utf8)
+                }
+                let headers = ["Idempotency-Key": "key-\(round)", "Content-Type": "application/json"]
+                async let one = relay.send("/v1/commit", body: delete(first), token: token, headers: headers)
+                async let other = relay.send("/v1/commit", body: delete(second), token: token, headers: headers)
+                let answers = try await [one, other]
+                #expect(answers.map(\.status).sorted() == [200, 409], "round \(round): \(answers.map { String(decoding: $0.body, as: UTF8.self) })")
+                let live = Set(try await client.fetch([first, second], in: zone).map(\.id))
+                #expect(live.count == 1, "round \(round): one delete applied, not \(2 - live.count)")
+            }
+        }
+    }
+
     /// Another login role of the cluster cannot call the relay's commit function (the
     /// relay's schema is closed to it), nor, given the schema, act as a user through it.
     @Test func anotherRoleCannotCommitThroughTheRelaysFunction() async throws {

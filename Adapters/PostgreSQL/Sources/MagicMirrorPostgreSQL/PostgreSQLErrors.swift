@@ -25,9 +25,9 @@ enum PostgreSQLErrors {
                 case "42704": .notFound // undefined object: a share's recipient that is no role
                 case "25006": .readOnly // read-only transaction (a standby)
                 case "53100": .diskFull
-                // Fields that refer to an asset but are not JSON (or not UTF-8): the server
-                // parses those to find the assets.
-                case "22P02", "22021": .invalidRecord
+                // Fields that refer to an asset but are not JSON (or not UTF-8, or hold a
+                // `\u0000` that jsonb refuses): the server parses those to find the assets.
+                case "22P02", "22021", "22P05": .invalidRecord
                 case let state where state.hasPrefix("08") || state.hasPrefix("40") || state.hasPrefix("53")
                     || state.hasPrefix("57"): .unavailable // connection, rollback, resources, shutdown
                 default: .ioFailure
