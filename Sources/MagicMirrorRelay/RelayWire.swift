@@ -308,6 +308,8 @@ import MagicMirror
 
     /// `POST /v1/watch`, the long poll: the zones a client watches and the tokens it knows.
     /// The answer comes when a hint is queued, or after ``pollSeconds`` with none.
+    /// `POST /v1/stream` takes the same body and answers a stream of lines, each a ``Hints``
+    /// object (empty: a heartbeat, at least every ``pollSeconds``), for ``streamSeconds``.
     public struct WatchRequest: Codable, Sendable {
         /// A random id the client keeps for its connection's life.
         public var session: String
@@ -330,8 +332,12 @@ import MagicMirror
     /// The most zones one client may watch on one connection.
     public static let maximumWatchedZones = 256
 
-    /// How long the relay holds a long poll without news (its heartbeat).
+    /// How long the relay holds a long poll without news (its heartbeat), and the most time
+    /// between two lines of a stream.
     public static let pollSeconds = 5
+    /// How long the relay keeps a stream (`/v1/stream`) open, at most (less when the token
+    /// expires sooner); the client opens another.
+    public static let streamSeconds = 60
     /// How long either side waits for the other before it takes the link for dead.
     public static let deadLinkSeconds = 10
 

@@ -40,16 +40,16 @@ enum Fanout {
     /// How long the bench waits, after the last commit returned, for hints still on their way.
     static let drainSeconds = 10.0
 
-    static func run(steps: [Step]) async throws -> [BenchResult] {
+    static func run(steps: [Step], streamed: Bool) async throws -> [BenchResult] {
         _ = BenchCleanup.raiseDescriptorLimit()
         var results: [BenchResult] = []
         for step in steps {
-            results.append(try await BenchRelay.withFreshRelay { relay, run in try await measure(step, relay: relay, run: run) })
+            results.append(try await BenchRelay.withFreshRelay { relay, run in try await measure(step, relay: relay, run: run, streamed: streamed) })
         }
         return results
     }
 
-    private static func measure(_ step: Step, relay: BenchRelay, run: String) async throws -> BenchResult {
+    private static func measure(_ step: Step, relay: BenchRelay, run: String, streamed: Bool) async throws -> BenchResult {
         let names = BenchUsers.names(run: run, clients: step.clients)
         let writerName = "\(run)_writer"
         BenchCleanup.shared.addRoles([writerName])
@@ -65,7 +65,7 @@ enum Fanout {
         }
         let commits = max(1, Int((step.rate * step.seconds).rounded()))
         let board = FanoutBoard(clients: step.clients, commits: commits)
-        return try await WatchClients.with(board: board) { pool in
+        return try await WatchClients.with(board: board, streamed: streamed) { pool in
             let specs = (0..<step.clients).map { ClientSpec(index: $0, run: run, port: relay.port, tokens: tokens, zone: zone) }
             if let failure = await pool.connect(specs, port: relay.port) { throw BenchFailure(failure) }
             try await warmUp(step, writer: writer, board: board)
@@ -86,7 +86,7 @@ enum Fanout {
             let transactions = await BenchServer.activity(in: run).transactions
             return result(
                 step, users: names.count, commits: commits, report: report, seconds: committed - start,
-                lateness: lateness, processors: used,
+                lateness: lateness, processors: used, streamed: streamed,
                 transactions: transactions.flatMap { after in activity.transactions.map { after - $0 } })
         }
     }
@@ -142,7 +142,7 @@ enum Fanout {
 
     private static func result(
         _ step: Step, users: Int, commits: Int, report: FanoutBoard.Report, seconds: Double, lateness: Double,
-        processors: ProcessorUse.Used, transactions: Int?
+        processors: ProcessorUse.Used, streamed: Bool, transactions: Int?
     ) -> BenchResult {
         let counts = report.counts
         let sorted = report.latencies
@@ -151,7 +151,7 @@ enum Fanout {
         let p99 = percentile(sorted, 0.99) * 1000
         func cores(_ used: Double?) -> String { used.map { String(format: "%.2f", $0 / seconds) } ?? "?" }
         var note = "\(step.clients) clients of \(users) users (\(BenchUsers.maximumSessionsPerUser) sessions each) "
-            + "long-polling one public zone; \(commits) commits of one new record each through RelayDatabase (one "
+            + (streamed ? "reading streams (/v1/stream) of" : "long-polling (/v1/watch)") + " one public zone; \(commits) commits of one new record each through RelayDatabase (one "
             + String(
                 format: "writer, a task per commit) scheduled at %.0f/s, sent at %.1f/s (at most %.1f ms late), "
                     + "the last returned %.1f s after the first was sent (%.1f commits/s); a commit took p50 %.1f / "
@@ -174,7 +174,7 @@ enum Fanout {
             + "generator shares the machine's cores with the relay and PostgreSQL."
         if let failure = counts.firstCommitFailure { note += " First commit failure: \(failure)" }
         return BenchResult(
-            name: "fanout", variant: String(format: "%ld clients, %.0f commits/s", step.clients, step.rate),
+            name: "fanout", variant: String(format: "%ld clients, %.0f commits/s, ", step.clients, step.rate) + (streamed ? "streams" : "long polls"),
             n: sorted.count, seconds: seconds, baseline: "none (absolute figure)",
             target: isTarget ? "p99 ≤ 50 ms to 1,000 clients at 100 commits/s" : nil,
             meetsTarget: isTarget ? p99 <= 50 && missing == 0 && counts.applied == commits : nil,

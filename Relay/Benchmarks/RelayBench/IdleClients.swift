@@ -15,14 +15,14 @@ enum IdleClients {
     static let steps = [500, 1_000, 2_000, 5_000, 10_000]
     static let quickSteps = [200, 500]
 
-    static func run(steps: [Int]) async throws -> [BenchResult] {
+    static func run(steps: [Int], streamed: Bool) async throws -> [BenchResult] {
         let limit = BenchCleanup.raiseDescriptorLimit()
         return try await BenchRelay.withFreshRelay { relay, run in
             let idleKiB = relay.residentKiB ?? 0
             let names = BenchUsers.names(run: run, clients: steps.max() ?? 0)
             let tokens = try await BenchUsers.tokens(for: names)
             let board = ClientBoard()
-            return try await WatchClients.with(board: board) { pool in
+            return try await WatchClients.with(board: board, streamed: streamed) { pool in
                 try await ramp(
                     steps: steps, run: run, relay: relay, idleKiB: idleKiB, names: names, tokens: tokens,
                     board: board, pool: pool, descriptorLimit: limit)
@@ -69,7 +69,8 @@ enum IdleClients {
                     format: "a poll took %.1f s, longer than the %ld s dead-link window", window.longest, RelayWire.deadLinkSeconds)
             }
             var note = "\(clients) clients of \((clients + perUser - 1) / perUser) users "
-                + "(\(perUser) sessions each), each watching a private zone of its own; "
+                + "(\(perUser) sessions each), each watching a private zone of its own "
+                + (pool.streamed ? "through a stream (/v1/stream); " : "through long polls (/v1/watch); ")
                 + String(
                     format: "relay RSS with no client %.1f MiB; polls sent while clients connected answered within %.1f s; "
                         + "descriptor limit %ld; %ld polls were answered 503 (try again) and sent again",

@@ -82,15 +82,19 @@ final class WatchClients {
     static let connectBatch = 250
 
     let board: any WatchBoard
+    /// Whether the clients read streams (`/v1/stream`) rather than long polls (`/v1/watch`).
+    let streamed: Bool
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
     private(set) var channels: [any Channel] = []
 
-    private init(board: any WatchBoard) { self.board = board }
+    private init(board: any WatchBoard, streamed: Bool) { (self.board, self.streamed) = (board, streamed) }
 
     /// Runs `body` with a pool of clients that report to `board`, then closes them, also
     /// when `body` throws.
-    static func with<Result>(board: any WatchBoard, _ body: (WatchClients) async throws -> Result) async throws -> Result {
-        let pool = WatchClients(board: board)
+    static func with<Result>(
+        board: any WatchBoard, streamed: Bool, _ body: (WatchClients) async throws -> Result
+    ) async throws -> Result {
+        let pool = WatchClients(board: board, streamed: streamed)
         do {
             let result = try await body(pool)
             await pool.close()
@@ -108,10 +112,10 @@ final class WatchClients {
         for first in stride(from: 0, to: specs.count, by: Self.connectBatch) {
             let connecting = specs[first..<min(first + Self.connectBatch, specs.count)].map { spec in
                 ClientBootstrap(group: group)
-                    .channelInitializer { [board] channel in
+                    .channelInitializer { [board, streamed] channel in
                         channel.eventLoop.makeCompletedFuture {
                             try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                            try channel.pipeline.syncOperations.addHandler(WatchClient(spec, board: board))
+                            try channel.pipeline.syncOperations.addHandler(WatchClient(spec, board: board, streamed: streamed))
                         }
                     }
                     .connect(host: "127.0.0.1", port: port)
@@ -138,7 +142,8 @@ final class WatchClients {
 }
 
 /// One client: a connection that holds a long poll on the relay and polls again when
-/// answered, with the latest token of its zone that a hint brought. Lives on its channel's
+/// answered, with the latest token of its zone that a hint brought; or, `streamed`, that
+/// reads a stream of lines of hints and opens another when it ends. Lives on its channel's
 /// event loop.
 final class WatchClient: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
@@ -146,6 +151,7 @@ final class WatchClient: ChannelInboundHandler {
 
     private let spec: ClientSpec
     private let board: any WatchBoard
+    private let streamed: Bool
     private let decoder = JSONDecoder()
     private var token = ChangeToken.initial
     private var request: ByteBuffer?
@@ -154,8 +160,8 @@ final class WatchClient: ChannelInboundHandler {
     private var retryAfter: Int64 = 1
     private var body = ByteBuffer()
 
-    init(_ spec: ClientSpec, board: any WatchBoard) {
-        (self.spec, self.board) = (spec, board)
+    init(_ spec: ClientSpec, board: any WatchBoard, streamed: Bool) {
+        (self.spec, self.board, self.streamed) = (spec, board, streamed)
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -171,7 +177,14 @@ final class WatchClient: ChannelInboundHandler {
             body.clear()
         case .body(var part):
             body.writeBuffer(&part)
+            if streamed, status == 200 { readLines(context) }
         case .end:
+            if streamed, status == 200 {
+                // The relay ended the stream (its time, or the token's): open another.
+                readLines(context)
+                send(context)
+                return
+            }
             let answeredAt = monotonicSeconds()
             if status == 503 {
                 board.toldToRetry(spec.index)
@@ -187,21 +200,42 @@ final class WatchClient: ChannelInboundHandler {
                 context.close(promise: nil)
                 return
             }
-            let hints: [RemoteNotification]
-            do {
-                hints = try decoder.decode(RelayWire.Hints.self, from: Data(body.readableBytesView)).hints
-            } catch {
-                board.failed(spec.index, "an answer that is not hints: \(error)")
-                context.close(promise: nil)
-                return
-            }
-            for hint in hints where hint.zone == spec.zone && hint.token != token {
-                token = hint.token
-                request = nil
-            }
-            board.answered(spec.index, sentAt: sentAt, answeredAt: answeredAt, hints: hints)
+            guard answer(Data(body.readableBytesView), at: answeredAt, context) else { return }
             send(context)
         }
+    }
+
+    /// Hands the board each complete line of the stream read so far.
+    private func readLines(_ context: ChannelHandlerContext) {
+        while let newline = body.readableBytesView.firstIndex(of: 0x0A) {
+            let length = newline - body.readerIndex
+            let line = body.readData(length: length) ?? Data()
+            body.moveReaderIndex(forwardBy: 1)
+            let answeredAt = monotonicSeconds()
+            guard answer(line, at: answeredAt, context) else { return }
+            // The next line's wait starts now.
+            sentAt = answeredAt
+        }
+        body.discardReadBytes()
+    }
+
+    /// Hands the board an answer (a poll's, or a stream's line); false, having closed the
+    /// connection, when it is not hints.
+    private func answer(_ data: Data, at answeredAt: Double, _ context: ChannelHandlerContext) -> Bool {
+        let hints: [RemoteNotification]
+        do {
+            hints = try decoder.decode(RelayWire.Hints.self, from: data).hints
+        } catch {
+            board.failed(spec.index, "an answer that is not hints: \(error)")
+            context.close(promise: nil)
+            return false
+        }
+        for hint in hints where hint.zone == spec.zone && hint.token != token {
+            token = hint.token
+            request = nil
+        }
+        board.answered(spec.index, sentAt: sentAt, answeredAt: answeredAt, hints: hints)
+        return true
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -222,7 +256,7 @@ final class WatchClient: ChannelInboundHandler {
             request = ByteBuffer(bytes: try! JSONEncoder().encode(watch))
         }
         guard let request else { return }
-        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/watch")
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: streamed ? "/v1/stream" : "/v1/watch")
         head.headers.add(name: "Host", value: "127.0.0.1:\(spec.port)")
         head.headers.add(name: "Authorization", value: "Bearer " + spec.token)
         head.headers.add(name: "Content-Type", value: "application/json")

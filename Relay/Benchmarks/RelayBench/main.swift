@@ -6,9 +6,11 @@ import Foundation
 // relay" in BENCHMARKS.md.
 let command = BenchCommand(
     program: "relay-bench", workloads: ["idle-clients", "fanout", "commit"],
-    options: ["clients": "N", "rate": "COMMITS_PER_SECOND"], arguments: Array(CommandLine.arguments.dropFirst()))
+    options: ["clients": "N", "rate": "COMMITS_PER_SECOND", "watch": "stream|poll"],
+    arguments: Array(CommandLine.arguments.dropFirst()))
 // --clients N: idle-clients stops at N; fanout measures N clients only. --rate R: fanout's
-// commits per second.
+// commits per second. --watch: the clients read streams (/v1/stream, the default) or long
+// polls (/v1/watch).
 let clients = command.values["clients"].map { text in
     guard let most = Int(text), most > 0 else { BenchCommand.fail("relay-bench", "--clients takes a positive number") }
     return most
@@ -16,6 +18,11 @@ let clients = command.values["clients"].map { text in
 let rate = command.values["rate"].map { text in
     guard let rate = Double(text), rate > 0 else { BenchCommand.fail("relay-bench", "--rate takes a positive number") }
     return rate
+}
+let streamed: Bool = switch command.values["watch"] ?? "stream" {
+case "stream": true
+case "poll": false
+default: BenchCommand.fail("relay-bench", "--watch takes stream or poll")
 }
 let idleSteps = (command.quick ? IdleClients.quickSteps : IdleClients.steps).filter { $0 < clients ?? .max }
     + (clients.map { [$0] } ?? [])
@@ -25,8 +32,8 @@ let fanoutSteps = (clients.map { [Fanout.Step(clients: $0, rate: fanoutDefaults[
 let signalSources = BenchCleanup.shared.handleSignals()
 await command.run { name in
     switch name {
-    case "idle-clients": return try await IdleClients.run(steps: idleSteps)
-    case "fanout": return try await Fanout.run(steps: fanoutSteps)
+    case "idle-clients": return try await IdleClients.run(steps: idleSteps, streamed: streamed)
+    case "fanout": return try await Fanout.run(steps: fanoutSteps, streamed: streamed)
     case "commit": return try await CommitLatency.run(commits: command.quick ? CommitLatency.quickCommits : CommitLatency.commits)
     default: return []
     }

@@ -22,7 +22,7 @@ import Synchronization
 /// ``sweep()``, and a subscription no session watches is cancelled. Memory is bounded by
 /// the sessions' zones (at most `RelayWire.maximumWatchedZones` each) times three reasons.
 final class RelayHub: Sendable {
-    private struct SessionKey: Hashable { let subject: String; let id: String }
+    fileprivate struct SessionKey: Hashable { let subject: String; let id: String }
     /// A subscription's key: the user and the zone, or the zone alone for a public zone,
     /// whose records every user reads alike (one pull per commit for every user watching it,
     /// not one per user).
@@ -43,6 +43,8 @@ final class RelayHub: Sendable {
         var lastSeen = ContinuousClock.now
         /// Polls of the session still registering zones: such a session is never swept.
         var registering = 0
+        /// Whether a stream serves the session (its `wake` stays set between lines).
+        var streaming = false
         /// How many zones the session's last poll named: what counts against its user's
         /// limit, from the moment the poll is accepted (its zones are subscribed one by
         /// one after that, so polls sent at once could each pass a count of subscribed zones).
@@ -83,6 +85,81 @@ final class RelayHub: Sendable {
     func poll(
         _ request: RelayWire.WatchRequest, subject: String, database: PostgreSQLDatabase
     ) async throws -> [RemoteNotification] {
+        let key = try await open(request, subject: subject, database: database, registering: true)
+        defer { state.withLock { state in state.sessions[key]?.registering -= 1 } }
+        return await next(key) ?? []
+    }
+
+    /// A session opened for a stream (`/v1/stream`): `wakes` yields when hints are queued
+    /// for it, or when its heartbeat is due (``beat(now:)``); ``drain(_:)`` takes them.
+    struct Stream: Sendable {
+        fileprivate let key: SessionKey
+        /// Ends when the session is forgotten, or another poll or stream of it begins.
+        let wakes: AsyncStream<Void>
+    }
+
+    /// Opens a stream: registers the session's zones as a poll does, and wakes it at once
+    /// (its first line says the stream is up). Nothing waits per stream: hints and the
+    /// heartbeats of ``beat(now:)`` wake it. A session whose stream has not drained for
+    /// `RelayWire.deadLinkSeconds` (never read, or read too slowly) is forgotten by
+    /// ``sweep(now:)``, which ends `wakes`.
+    func openStream(
+        _ request: RelayWire.WatchRequest, subject: String, database: PostgreSQLDatabase
+    ) async throws -> Stream {
+        let key = try await open(request, subject: subject, database: database, registering: false)
+        let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let opened = state.withLock { state -> Bool in
+            guard state.sessions[key] != nil else { return false }
+            state.sessions[key]?.wake?.finish()
+            state.sessions[key]?.wake = wake
+            state.sessions[key]?.streaming = true
+            state.sessions[key]?.lastSeen = .now
+            return true
+        }
+        if opened { wake.yield() } else { wake.finish() }
+        return Stream(key: key, wakes: wakes)
+    }
+
+    /// The stream's queued hints (none: a heartbeat), or `nil` when the session was
+    /// forgotten or another poll or stream of it took over.
+    func drain(_ stream: Stream) -> [RemoteNotification]? {
+        state.withLock { state in
+            guard state.sessions[stream.key]?.streaming == true else { return nil }
+            state.sessions[stream.key]?.lastSeen = .now
+            return state.sessions[stream.key]?.queue.drain()
+        }
+    }
+
+    /// The stream ended: the session waits for its client's next poll or stream, and is
+    /// forgotten after `RelayWire.deadLinkSeconds` without one.
+    func close(_ stream: Stream) {
+        state.withLock { state in
+            guard state.sessions[stream.key]?.streaming == true else { return }
+            state.sessions[stream.key]?.streaming = false
+            state.sessions[stream.key]?.wake?.finish()
+            state.sessions[stream.key]?.wake = nil
+            state.sessions[stream.key]?.lastSeen = .now
+        }
+    }
+
+    /// Wakes each stream that has sent nothing for about `RelayWire.pollSeconds`, to send
+    /// a heartbeat (called every second).
+    func beat(now: ContinuousClock.Instant = .now) {
+        let due = state.withLock { state in
+            state.sessions.values.compactMap { session in
+                session.streaming && now - session.lastSeen >= .seconds(RelayWire.pollSeconds) - .milliseconds(500)
+                    ? session.wake : nil
+            }
+        }
+        for wake in due { wake.yield() }
+    }
+
+    /// Checks the request, registers the session's zones and queues what the client missed.
+    /// With `registering`, the session stays registering (never swept) until the caller
+    /// takes one off.
+    private func open(
+        _ request: RelayWire.WatchRequest, subject: String, database: PostgreSQLDatabase, registering: Bool
+    ) async throws -> SessionKey {
         guard (1...64).contains(request.session.utf8.count) else {
             throw RelayFailure.badRequest("a watch's session id is 1 to 64 bytes")
         }
@@ -94,16 +171,35 @@ final class RelayHub: Sendable {
         for watched in request.zones { try watched.zone.validate() }
         let key = SessionKey(subject: subject, id: request.session)
         let added = try register(key, zones: request.zones)
-        defer { state.withLock { state in state.sessions[key]?.registering -= 1 } }
-        try await register(added, key: key, subject: subject, database: database)
+        do {
+            try await register(added, key: key, subject: subject, database: database)
+        } catch {
+            state.withLock { state in state.sessions[key]?.registering -= 1 }
+            throw error
+        }
         resendLost(key, zones: request.zones, except: Set(added.map(\.zone)), identifier: database.identifier)
+        if !registering { state.withLock { state in state.sessions[key]?.registering -= 1 } }
+        return key
+    }
+
+    /// Waits until the session's queue holds a hint, or `RelayWire.pollSeconds`, and drains
+    /// it; `nil` when the session is gone.
+    private func next(_ key: SessionKey) async -> [RemoteNotification]? {
         let (stream, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let waiting = state.withLock { state -> Bool in
+        let waiting = state.withLock { state -> Bool? in
+            guard state.sessions[key] != nil else { return nil }
+            // A poll takes over from a stream of the same session.
+            if state.sessions[key]?.streaming == true {
+                state.sessions[key]?.streaming = false
+                state.sessions[key]?.wake?.finish()
+                state.sessions[key]?.wake = nil
+            }
             guard state.sessions[key]?.queue.isEmpty == true else { return false }
             state.sessions[key]?.wake?.finish()
             state.sessions[key]?.wake = wake
             return true
         }
+        guard let waiting else { return nil }
         if waiting {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { for await _ in stream { return } }
@@ -113,7 +209,7 @@ final class RelayHub: Sendable {
             }
         }
         return state.withLock { state in
-            guard var session = state.sessions[key] else { return [] }
+            guard var session = state.sessions[key] else { return nil }
             let hints = session.queue.drain()
             session.wake = nil
             session.lastSeen = .now
@@ -271,12 +367,15 @@ final class RelayHub: Sendable {
     /// polling, and the subscriptions left without a session.
     func sweep(now: ContinuousClock.Instant = .now) {
         let dropped = state.withLock { state -> [MirrorCancellable] in
+            // A poll's session has a wake while it waits (at most RelayWire.pollSeconds); a
+            // stream's, for the stream's life, and drains at least every pollSeconds.
             let dead = state.sessions.filter {
-                $0.value.wake == nil && $0.value.registering == 0
+                ($0.value.wake == nil || $0.value.streaming) && $0.value.registering == 0
                     && now - $0.value.lastSeen > .seconds(RelayWire.deadLinkSeconds)
             }
             var dropped: [MirrorCancellable] = []
             for (key, session) in dead {
+                session.wake?.finish()
                 state.sessions[key] = nil
                 state.bySubject[key.subject]?.remove(key)
                 if state.bySubject[key.subject]?.isEmpty == true { state.bySubject[key.subject] = nil }

@@ -29,6 +29,8 @@ struct RelayRoutes: Sendable {
     let maximumAssetBytes: Int
     /// The request bodies held at once (`--max-inflight-bytes`).
     let budget: RelayBodyBudget
+    /// The last line of hints a stream wrote, which the streams of the same zone write next.
+    let streamLines = StreamLines()
     let logger: Logger
 
     func add(to router: Router<BasicRequestContext>) {
@@ -111,6 +113,31 @@ struct RelayRoutes: Sendable {
             let database = try await users.database(for: subject)
             return json(RelayWire.Hints(hints: try await hub.poll(body, subject: subject, database: database)))
         }
+        router.post("v1/stream") { request, _ in try await stream(request) }
+    }
+
+    /// `/v1/stream`: the long poll's body, answered with a line of hints (JSON, `\n`) each
+    /// time some are queued and an empty one at least every `RelayWire.pollSeconds`, until
+    /// `RelayWire.streamSeconds` passed or the token expires. The client's request is one
+    /// per stream, not one per answer: under load, each hint costs the relay a write, not a
+    /// request (see the article "The relay").
+    private func stream(_ request: Request) async throws -> Response {
+        let (subject, expires) = try await tokens.verified(authorization: request.headers[.authorization])
+        let body = try await withBody(request, RelayWire.WatchRequest.self, limit: Self.maximumRequestBytes, subject: subject) { $0 }
+        let database = try await users.database(for: subject)
+        let stream = try await hub.openStream(body, subject: subject, database: database)
+        let (hub, lines) = (hub, streamLines)
+        let stop = min(Date(timeIntervalSinceNow: Double(RelayWire.streamSeconds)), expires)
+        return Response(
+            status: .ok, headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store"],
+            body: ResponseBody { writer in
+                defer { hub.close(stream) }
+                for await _ in stream.wakes {
+                    guard Date() < stop, let hints = hub.drain(stream) else { break }
+                    try await writer.write(lines.line(for: hints))
+                }
+                try await writer.finish(nil)
+            })
     }
 
     /// A read: token, body, then `body` as the subject.
@@ -340,5 +367,23 @@ struct RelayErrorMiddleware: RouterMiddleware {
         } catch {
             return RelayFailure.response(for: error)
         }
+    }
+}
+
+/// The line a stream writes for some hints (their JSON and `\n`), encoded once for every
+/// stream that writes the same hints next: a commit to a zone that a thousand clients watch
+/// is usually the one hint each of their queues holds.
+final class StreamLines: Sendable {
+    private let last = Mutex<(hints: [RemoteNotification], line: ByteBuffer)?>(nil)
+
+    func line(for hints: [RemoteNotification]) throws -> ByteBuffer {
+        if let line = last.withLock({ $0.flatMap { $0.hints == hints ? $0.line : nil } }) { return line }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        var data = try encoder.encode(RelayWire.Hints(hints: hints))
+        data.append(0x0A)
+        let line = ByteBuffer(bytes: data)
+        last.withLock { $0 = (hints, line) }
+        return line
     }
 }

@@ -42,7 +42,16 @@ public enum RelayServer {
                 hub.sweep()
             }
         }
-        defer { sweeper.cancel() }
+        let heartbeat = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                hub.beat()
+            }
+        }
+        defer {
+            sweeper.cancel()
+            heartbeat.cancel()
+        }
         try await app.runService()
         await users.close()
     }

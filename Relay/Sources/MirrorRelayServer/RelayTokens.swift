@@ -56,6 +56,13 @@ struct RelayTokens: Sendable {
     /// - Throws: A ``RelayFailure``: `unauthorized` for a missing, oversized, badly signed or
     ///   foreign token; `tokenExpired` for an expired one (the client asks for a new one).
     func subject(authorization: String?) async throws -> String {
+        try await verified(authorization: authorization).subject
+    }
+
+    /// The subject of the request's token, and when the token expires (a stream ends then).
+    ///
+    /// - Throws: As ``subject(authorization:)``.
+    func verified(authorization: String?) async throws -> (subject: String, expires: Date) {
         guard let authorization, authorization.hasPrefix("Bearer ") else {
             throw RelayFailure.unauthorized("the request carries no token (Authorization: Bearer …)")
         }
@@ -94,7 +101,7 @@ struct RelayTokens: Sendable {
         if let problem = Self.problem(withSubject: subject) {
             throw RelayFailure.unauthorized("the token's subject \(problem)")
         }
-        return subject
+        return (subject, claims.exp.value)
     }
 
     /// Why `subject` cannot be a user the relay acts for (a PostgreSQL role of that name),
