@@ -79,6 +79,16 @@ final class RawConnection: @unchecked Sendable {
         }
     }
 
+    /// The next bytes that come, or none when the relay closed the connection or nothing
+    /// came for `seconds`.
+    func receive(waitingUpTo seconds: Int) -> [UInt8] {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 16384)
+        let read = recv(fd, &buffer, buffer.count, 0)
+        return read > 0 ? Array(buffer[0..<read]) : []
+    }
+
     /// Closes the connection (once).
     func disconnect() {
         guard fd >= 0 else { return }

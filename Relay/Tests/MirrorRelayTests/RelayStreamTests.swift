@@ -1,0 +1,218 @@
+import Foundation
+import Logging
+import MagicMirror
+@_spi(Relay) import MagicMirrorPostgreSQL
+@_spi(RelayProtocol) import MagicMirrorRelay
+@testable import MirrorRelayServer
+import Testing
+
+/// `/v1/stream`: the long poll's body answered with a stream of lines of hints, read here
+/// as a client that reads a streamed answer would, off a raw connection.
+@Suite(.timeLimit(.minutes(10)), .enabled(if: RelayTestServer.isAvailable, RelayTestServer.skipMessage))
+struct RelayStreamTests {
+    /// A stream's first line comes at once; a commit to the zone comes as a line naming its
+    /// record; a line with no hints (the heartbeat) comes while nothing changes.
+    @Test func aStreamAnswersLinesOfHintsAndHeartbeats() async throws {
+        try await RunningRelay.with { relay in
+            let user = RelayTestServer.uniqueName("user")
+            let zone = ZoneID.public("Todo")
+            let stream = try await HintStream.open(relay, token: try await RelayTestServer.token(user), session: "s1", zones: [zone])
+            #expect(stream.status == 200, "\(stream.head)")
+            #expect(stream.head.lowercased().contains("content-type: application/x-ndjson"), "\(stream.head)")
+            _ = try await stream.nextLine()
+            try await relay.client(RelayTestServer.uniqueName("writer")).commit(
+                [.save("a", fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1, counter: 0))], to: zone)
+            var heard: [String] = []
+            while !heard.contains("a"), let line = try await stream.nextLine() {
+                heard += line.filter { $0.zone == zone }.flatMap(\.recordIDs)
+            }
+            #expect(heard.contains("a"))
+            var heartbeat = false
+            while !heartbeat, let line = try await stream.nextLine() { heartbeat = line.isEmpty }
+            #expect(heartbeat, "a line with no hints while nothing changed")
+            stream.close()
+        }
+    }
+
+    /// A stream ends when its token expires (the client opens another with a new token),
+    /// and the expired token is refused.
+    @Test func aStreamEndsWhenItsTokenExpires() async throws {
+        try await RunningRelay.with { relay in
+            let user = RelayTestServer.uniqueName("user")
+            let token = try await RelayTestServer.token(user, expiresIn: 3)
+            let stream = try await HintStream.open(relay, token: token, session: "s1", zones: [.private("Todo", user: user)])
+            #expect(stream.status == 200)
+            var lines = 0
+            while try await stream.nextLine() != nil { lines += 1 }
+            #expect(stream.ended, "the stream ended with its last chunk, not a broken connection")
+            #expect(lines >= 1)
+            let again = try await relay.send(
+                "/v1/stream", body: try RelayAbuseTests.watch("s1", .private("Todo", user: user)), token: token)
+            #expect(again.status == 401)
+            #expect(String(decoding: again.body, as: UTF8.self).contains("tokenExpired"))
+        }
+    }
+
+    /// A long poll of a session that a stream serves takes the session over: the stream
+    /// ends, and the poll is answered.
+    @Test func aPollTakesOverTheStreamOfItsSession() async throws {
+        try await RunningRelay.with { relay in
+            let user = RelayTestServer.uniqueName("user")
+            let token = try await RelayTestServer.token(user)
+            let zone = ZoneID.private("Todo", user: user)
+            let stream = try await HintStream.open(relay, token: token, session: "s1", zones: [zone])
+            _ = try await stream.nextLine()
+            let poll = try await relay.send("/v1/watch", body: try RelayAbuseTests.watch("s1", zone), token: token)
+            #expect(poll.status == 200)
+            while try await stream.nextLine() != nil {}
+            #expect(stream.ended)
+        }
+    }
+
+    /// Streams are checked as polls are: no token, a body that is not a watch: a JSON error,
+    /// not a stream. A stream naming another user's private zone, as a poll, hears nothing
+    /// of it: row-level security shows the user none of its changes.
+    @Test func aStreamIsCheckedAsAPollIs() async throws {
+        try await RunningRelay.with { relay in
+            let (alice, bob) = (RelayTestServer.uniqueName("alice"), RelayTestServer.uniqueName("bob"))
+            let token = try await RelayTestServer.token(bob)
+            let none = try await relay.send("/v1/stream", body: try RelayAbuseTests.watch("s1", .public("Todo")), token: nil)
+            #expect(none.status == 401)
+            let garbage = try await relay.send("/v1/stream", body: Data("{\"session\":".utf8), token: token)
+            #expect(garbage.status == 400)
+            let alicesZone = ZoneID.private("Todo", user: alice)
+            let bobsZone = ZoneID.private("Todo", user: bob)
+            let stream = try await HintStream.open(relay, token: token, session: "s1", zones: [alicesZone, bobsZone])
+            #expect(stream.status == 200)
+            _ = try await stream.nextLine()
+            try await relay.client(alice).commit(
+                [.save("secret", fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1, counter: 0))],
+                to: alicesZone)
+            try await relay.client(bob).commit(
+                [.save("own", fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 2, counter: 0))],
+                to: bobsZone)
+            // Bob's own commit, made after alice's, comes; nothing of alice's comes with it or before.
+            var heard: [RemoteNotification] = []
+            while !heard.contains(where: { $0.recordIDs.contains("own") }), let line = try await stream.nextLine() {
+                heard += line
+            }
+            #expect(heard.contains { $0.recordIDs.contains("own") })
+            #expect(!heard.contains { $0.zone == alicesZone || $0.recordIDs.contains("secret") }, "\(heard)")
+            stream.close()
+        }
+    }
+
+    /// The hub forgets a stream's session that drains nothing for the dead-link time (a
+    /// client that stopped reading), ending its wakes, with its subscriptions; one that drains
+    /// stays.
+    @Test func aStreamThatIsNotDrainedIsForgotten() async throws {
+        try await RunningRelay.with { relay in
+            let users = RelayUsers(
+                url: RelayTestServer.url(database: relay.database, role: RelayTestServer.relayRole), environment: [:],
+                connections: 3, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let hub = RelayHub()
+            let user = RelayTestServer.uniqueName("user")
+            let database = try await users.database(for: user)
+            let zone = ZoneID.private("Todo", user: user)
+            let request = RelayWire.WatchRequest(session: "s1", zones: [.init(zone: zone, token: .initial)])
+            let stream = try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
+                try await hub.openStream(request, subject: user, database: database)
+            }
+            #expect(hub.drain(stream) == [])
+            hub.sweep(now: .now + .seconds(RelayWire.deadLinkSeconds - 1))
+            #expect(hub.counts.sessions == 1, "drained a moment ago")
+            hub.beat(now: .now + .seconds(RelayWire.pollSeconds))
+            hub.sweep(now: .now + .seconds(RelayWire.deadLinkSeconds + 1))
+            #expect(hub.counts == (sessions: 0, watches: 0))
+            #expect(hub.drain(stream) == nil)
+            var wakes = 0
+            for await _ in stream.wakes { wakes += 1 }  // ends: the session is gone
+            #expect(wakes >= 1)
+            await users.close()
+        }
+    }
+}
+
+/// A `/v1/stream` answer read off a raw connection: the head, then the chunked body's
+/// lines, each decoded as hints.
+final class HintStream: @unchecked Sendable {
+    // Read by one task at a time (the test's).
+    private let connection: RawConnection
+    let head: String
+    let status: Int
+    private var pending: [UInt8]
+    private var body: [UInt8] = []
+    /// Whether the last chunk came.
+    private(set) var ended = false
+
+    private init(connection: RawConnection, head: String, rest: [UInt8]) {
+        (self.connection, self.head, pending) = (connection, head, rest)
+        status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    /// Sends the stream's request and reads its head.
+    static func open(_ relay: RunningRelay, token: String, session: String, zones: [ZoneID]) async throws -> HintStream {
+        let body = try JSONEncoder().encode(
+            RelayWire.WatchRequest(session: session, zones: zones.map { .init(zone: $0, token: .initial) }))
+        let port = relay.url.port ?? 0
+        return try await Task.detached {
+            let connection = try #require(RawConnection(port: port))
+            let request = "POST /v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n" + String(decoding: body, as: UTF8.self)
+            #expect(connection.write(request))
+            var received: [UInt8] = []
+            while true {
+                if let end = Self.find([13, 10, 13, 10], in: received) {
+                    return HintStream(
+                        connection: connection, head: String(decoding: received[..<end], as: UTF8.self),
+                        rest: Array(received[(end + 4)...]))
+                }
+                let more = connection.receive(waitingUpTo: 60)
+                guard !more.isEmpty else { throw StreamError("no head within 60 s: \(String(decoding: received, as: UTF8.self))") }
+                received += more
+            }
+        }.value
+    }
+
+    /// The next line's hints (empty: a heartbeat); `nil` when the stream ended or the
+    /// connection closed.
+    func nextLine() async throws -> [RemoteNotification]? {
+        try await Task.detached { [self] in try readLine() }.value
+    }
+
+    private func readLine() throws -> [RemoteNotification]? {
+        while true {
+            if let newline = body.firstIndex(of: 10) {
+                let line = Array(body[..<newline])
+                body.removeSubrange(...newline)
+                return try JSONDecoder().decode(RelayWire.Hints.self, from: Data(line)).hints
+            }
+            if ended { return nil }
+            // A chunk: its size in hexadecimal, CRLF, its bytes, CRLF.
+            if let sizeEnd = Self.find([13, 10], in: pending),
+               let size = Int(String(decoding: pending[..<sizeEnd], as: UTF8.self).split(separator: ";")[0], radix: 16),
+               pending.count >= sizeEnd + 2 + size + 2
+            {
+                body += pending[(sizeEnd + 2)..<(sizeEnd + 2 + size)]
+                pending.removeSubrange(..<(sizeEnd + 2 + size + 2))
+                if size == 0 { ended = true }
+                continue
+            }
+            let more = connection.receive(waitingUpTo: 60)
+            guard !more.isEmpty else { return nil }
+            pending += more
+        }
+    }
+
+    func close() { connection.disconnect() }
+
+    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
+        guard haystack.count >= needle.count else { return nil }
+        return (0...(haystack.count - needle.count)).first { Array(haystack[$0..<($0 + needle.count)]) == needle }
+    }
+
+    struct StreamError: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+}
