@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
         // Comes with Hummingbird: HTTP statuses and header names.
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
+        // Comes with Hummingbird: a stream (/v1/stream) ends when the relay shuts down.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
         // Comes with jwt-kit: the SHA-256 of a commit's body, stored with its idempotency key.
         .package(url: "https://github.com/apple/swift-crypto.git", "4.1.0"..<"6.0.0"),
     ],
@@ -46,6 +48,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .executableTarget(

@@ -45,6 +45,11 @@ final class RelayHub: Sendable {
         var registering = 0
         /// Whether a stream serves the session (its `wake` stays set between lines).
         var streaming = false
+        /// Who set `wake`: a poll's or a stream's number (``State/nextWaiter``), so that a
+        /// poll or stream that another took the session from touches nothing of it.
+        var waiter: UInt64 = 0
+        /// When the session's stream ends.
+        var streamEnds = ContinuousClock.Instant.now
         /// How many zones the session's last poll named: what counts against its user's
         /// limit, from the moment the poll is accepted (its zones are subscribed one by
         /// one after that, so polls sent at once could each pass a count of subscribed zones).
@@ -66,6 +71,11 @@ final class RelayHub: Sendable {
         /// through every session of every user (with thousands of clients that walk, under
         /// this mutex, was most of the relay's work).
         var bySubject: [String: Set<SessionKey>] = [:]
+        /// The number the next poll or stream waits under.
+        var nextWaiter: UInt64 = 1
+        /// Per user, the streams whose answers are being written (a stream whose client
+        /// stopped reading stays here, its session swept, until its write fails).
+        var streams: [String: Int] = [:]
     }
 
     private let state = Mutex(State())
@@ -91,63 +101,107 @@ final class RelayHub: Sendable {
     }
 
     /// A session opened for a stream (`/v1/stream`): `wakes` yields when hints are queued
-    /// for it, or when its heartbeat is due (``beat(now:)``); ``drain(_:)`` takes them.
+    /// for it, when its heartbeat is due and when it should end (``beat(now:)``);
+    /// ``drain(_:)`` takes the hints.
     struct Stream: Sendable {
         fileprivate let key: SessionKey
-        /// Ends when the session is forgotten, or another poll or stream of it begins.
+        fileprivate let waiter: UInt64
+        /// Ends when the session is forgotten, another poll or stream of it begins, or the
+        /// relay shuts down.
         let wakes: AsyncStream<Void>
     }
 
-    /// Opens a stream: registers the session's zones as a poll does, and wakes it at once
-    /// (its first line says the stream is up). Nothing waits per stream: hints and the
-    /// heartbeats of ``beat(now:)`` wake it. A session whose stream has not drained for
-    /// `RelayWire.deadLinkSeconds` (never read, or read too slowly) is forgotten by
-    /// ``sweep(now:)``, which ends `wakes`.
+    /// Opens a stream until `ends`: registers the session's zones as a poll does, and wakes
+    /// it at once (its first line says the stream is up). Nothing waits per stream: hints
+    /// and the heartbeats of ``beat(now:)`` wake it. A session whose stream has not drained
+    /// for `RelayWire.deadLinkSeconds` (never read, or read too slowly) is forgotten by
+    /// ``sweep(now:)``, which ends `wakes`. The caller calls ``started(_:)`` when it begins
+    /// to write the stream, and ``close(_:)`` when it is done.
+    ///
+    /// - Throws: ``RelayFailure`` 429 when the user's streams being written are at the
+    ///   limit of sessions; as ``poll(_:subject:database:)``.
     func openStream(
-        _ request: RelayWire.WatchRequest, subject: String, database: PostgreSQLDatabase
+        _ request: RelayWire.WatchRequest, subject: String, database: PostgreSQLDatabase,
+        until ends: ContinuousClock.Instant
     ) async throws -> Stream {
+        guard state.withLock({ $0.streams[subject] ?? 0 }) < Self.maximumSessionsPerSubject else {
+            throw RelayFailure(
+                .tooManyRequests, "tooManyRequests",
+                "a user reads at most \(Self.maximumSessionsPerSubject) streams at once")
+        }
         let key = try await open(request, subject: subject, database: database, registering: false)
         let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let opened = state.withLock { state -> Bool in
-            guard state.sessions[key] != nil else { return false }
-            state.sessions[key]?.wake?.finish()
-            state.sessions[key]?.wake = wake
-            state.sessions[key]?.streaming = true
-            state.sessions[key]?.lastSeen = .now
+        let waiter = state.withLock { state -> UInt64? in
+            guard var session = state.sessions[key] else { return nil }
+            let waiter = state.nextWaiter
+            state.nextWaiter += 1
+            session.wake?.finish()
+            (session.wake, session.waiter, session.streaming) = (wake, waiter, true)
+            (session.streamEnds, session.lastSeen) = (ends, .now)
+            state.sessions[key] = session
+            return waiter
+        }
+        if waiter != nil { wake.yield() } else { wake.finish() }
+        return Stream(key: key, waiter: waiter ?? 0, wakes: wakes)
+    }
+
+    /// The stream's answer is being written: counted against its user's streams until
+    /// ``close(_:)``; `false` (nothing counted) when the user's streams are at the limit.
+    func started(_ stream: Stream) -> Bool {
+        state.withLock { state in
+            guard state.streams[stream.key.subject, default: 0] < Self.maximumSessionsPerSubject else { return false }
+            state.streams[stream.key.subject, default: 0] += 1
             return true
         }
-        if opened { wake.yield() } else { wake.finish() }
-        return Stream(key: key, wakes: wakes)
     }
 
-    /// The stream's queued hints (none: a heartbeat), or `nil` when the session was
-    /// forgotten or another poll or stream of it took over.
-    func drain(_ stream: Stream) -> [RemoteNotification]? {
+    /// The stream's queued hints (none: a heartbeat), or `nil` when it should end: its time
+    /// is up, its session was forgotten, or another poll or stream of it took over.
+    func drain(_ stream: Stream, now: ContinuousClock.Instant = .now) -> [RemoteNotification]? {
         state.withLock { state in
-            guard state.sessions[stream.key]?.streaming == true else { return nil }
-            state.sessions[stream.key]?.lastSeen = .now
-            return state.sessions[stream.key]?.queue.drain()
+            guard var session = state.sessions[stream.key], session.streaming, session.waiter == stream.waiter,
+                  now < session.streamEnds
+            else { return nil }
+            session.lastSeen = now
+            let hints = session.queue.drain()
+            state.sessions[stream.key] = session
+            return hints
         }
     }
 
-    /// The stream ended: the session waits for its client's next poll or stream, and is
+    /// The stream ended (`started`: after ``started(_:)`` said yes): the session, unless
+    /// another poll or stream took it, waits for its client's next poll or stream, and is
     /// forgotten after `RelayWire.deadLinkSeconds` without one.
-    func close(_ stream: Stream) {
+    func close(_ stream: Stream, started: Bool) {
         state.withLock { state in
-            guard state.sessions[stream.key]?.streaming == true else { return }
-            state.sessions[stream.key]?.streaming = false
-            state.sessions[stream.key]?.wake?.finish()
-            state.sessions[stream.key]?.wake = nil
-            state.sessions[stream.key]?.lastSeen = .now
+            if started {
+                state.streams[stream.key.subject, default: 1] -= 1
+                if state.streams[stream.key.subject] == 0 { state.streams[stream.key.subject] = nil }
+            }
+            guard var session = state.sessions[stream.key], session.streaming, session.waiter == stream.waiter else { return }
+            session.streaming = false
+            session.wake?.finish()
+            session.wake = nil
+            session.lastSeen = .now
+            state.sessions[stream.key] = session
         }
     }
 
-    /// Wakes each stream that has sent nothing for about `RelayWire.pollSeconds`, to send
-    /// a heartbeat (called every second).
+    /// Whether a long poll of the session waits now (for tests).
+    func isPolling(subject: String, session: String) -> Bool {
+        state.withLock { state in
+            state.sessions[SessionKey(subject: subject, id: session)].map { $0.wake != nil && !$0.streaming } ?? false
+        }
+    }
+
+    /// Wakes each stream that has sent nothing for about `RelayWire.pollSeconds` (to send a
+    /// heartbeat) or whose time is up (to end); called every second.
     func beat(now: ContinuousClock.Instant = .now) {
         let due = state.withLock { state in
             state.sessions.values.compactMap { session in
-                session.streaming && now - session.lastSeen >= .seconds(RelayWire.pollSeconds) - .milliseconds(500)
+                session.streaming
+                    && (now - session.lastSeen >= .seconds(RelayWire.pollSeconds) - .milliseconds(500)
+                        || now >= session.streamEnds)
                     ? session.wake : nil
             }
         }
@@ -186,20 +240,20 @@ final class RelayHub: Sendable {
     /// it; `nil` when the session is gone.
     private func next(_ key: SessionKey) async -> [RemoteNotification]? {
         let (stream, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let waiting = state.withLock { state -> Bool? in
-            guard state.sessions[key] != nil else { return nil }
-            // A poll takes over from a stream of the same session.
-            if state.sessions[key]?.streaming == true {
-                state.sessions[key]?.streaming = false
-                state.sessions[key]?.wake?.finish()
-                state.sessions[key]?.wake = nil
-            }
-            guard state.sessions[key]?.queue.isEmpty == true else { return false }
-            state.sessions[key]?.wake?.finish()
-            state.sessions[key]?.wake = wake
-            return true
+        let turn = state.withLock { state -> (waiter: UInt64, waiting: Bool)? in
+            guard var session = state.sessions[key] else { return nil }
+            let waiter = state.nextWaiter
+            state.nextWaiter += 1
+            // A poll takes the session over from another poll or a stream of it.
+            session.wake?.finish()
+            session.streaming = false
+            session.waiter = waiter
+            let waiting = session.queue.isEmpty
+            session.wake = waiting ? wake : nil
+            state.sessions[key] = session
+            return (waiter, waiting)
         }
-        guard let waiting else { return nil }
+        guard let (waiter, waiting) = turn else { return nil }
         if waiting {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { for await _ in stream { return } }
@@ -209,7 +263,8 @@ final class RelayHub: Sendable {
             }
         }
         return state.withLock { state in
-            guard var session = state.sessions[key] else { return nil }
+            // Taken over meanwhile by another poll or a stream, which answers the hints.
+            guard var session = state.sessions[key], session.waiter == waiter else { return [] }
             let hints = session.queue.drain()
             session.wake = nil
             session.lastSeen = .now
@@ -250,8 +305,13 @@ final class RelayHub: Sendable {
                 try await database.changes(in: watched.zone, since: watched.token)
             }
             if changes.token != watched.token {
+                // Named when one writer made every change: a client drops the hints of its own
+                // commits, which it delivered when it committed (its commit may return after
+                // this read saw it).
+                let writers = Set(changes.records.map(\.writer))
                 for hint in RelayWire.notifications(
-                    changes.records, zone: watched.zone, token: changes.token, writer: nil, identifier: database.identifier)
+                    changes.records, zone: watched.zone, token: changes.token, writer: writers.count == 1 ? writers.first : nil,
+                    identifier: database.identifier)
                 { enqueue(hint, for: [key]) }
             }
         }

@@ -8,6 +8,7 @@ import MagicMirror
 @_spi(RelayProtocol) import MagicMirrorRelay
 import NIOCore
 import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 
 /// The protocol's requests (see the article "The relay"): each checks the token, reads
@@ -125,16 +126,26 @@ struct RelayRoutes: Sendable {
         let (subject, expires) = try await tokens.verified(authorization: request.headers[.authorization])
         let body = try await withBody(request, RelayWire.WatchRequest.self, limit: Self.maximumRequestBytes, subject: subject) { $0 }
         let database = try await users.database(for: subject)
-        let stream = try await hub.openStream(body, subject: subject, database: database)
+        let ends = ContinuousClock.now + .seconds(min(Double(RelayWire.streamSeconds), expires.timeIntervalSinceNow))
+        let stream = try await hub.openStream(body, subject: subject, database: database, until: ends)
         let (hub, lines) = (hub, streamLines)
-        let stop = min(Date(timeIntervalSinceNow: Double(RelayWire.streamSeconds)), expires)
         return Response(
             status: .ok, headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store"],
             body: ResponseBody { writer in
-                defer { hub.close(stream) }
-                for await _ in stream.wakes {
-                    guard Date() < stop, let hints = hub.drain(stream) else { break }
-                    try await writer.write(lines.line(for: hints))
+                // Counted against the user's streams while it is written (a client that stops
+                // reading holds its stream until the write fails, its session swept).
+                let started = hub.started(stream)
+                defer { hub.close(stream, started: started) }
+                if started {
+                    // The relay shutting down (SIGTERM) ends the stream at once.
+                    try await withGracefulShutdownHandler {
+                        for await _ in stream.wakes {
+                            guard let hints = hub.drain(stream) else { break }
+                            try await writer.write(lines.line(for: hints))
+                        }
+                    } onGracefulShutdown: {
+                        hub.close(stream, started: false)
+                    }
                 }
                 try await writer.finish(nil)
             })

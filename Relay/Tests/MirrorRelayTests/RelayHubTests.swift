@@ -50,4 +50,38 @@ struct RelayHubTests {
             await users.close()
         }
     }
+
+    /// The hint of what changed before a session watched a zone names the writer when one
+    /// writer made every change, so that a client drops the hint of its own commit (which it
+    /// delivered when it committed, perhaps after the relay read it); with two writers, none.
+    @Test func aRegistrationHintNamesItsOnlyWriter() async throws {
+        try await RunningRelay.with { relay in
+            let users = RelayUsers(
+                url: RelayTestServer.url(database: relay.database, role: RelayTestServer.relayRole), environment: [:],
+                connections: 3, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let hub = RelayHub()
+            let user = RelayTestServer.uniqueName("user")
+            let database = try await users.database(for: user)
+            let zone = ZoneID.private("Todo", user: user)
+            func commit(_ id: String, as writer: String, at millis: Int64) async throws {
+                try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user, writerID: writer)) {
+                    _ = try await database.commit(
+                        [.save(id, fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: millis, counter: 0))],
+                        to: zone)
+                }
+            }
+            func registrationHints(_ session: String) async throws -> [RemoteNotification] {
+                try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
+                    try await hub.poll(
+                        RelayWire.WatchRequest(session: session, zones: [.init(zone: zone, token: .initial)]),
+                        subject: user, database: database)
+                }
+            }
+            try await commit("a", as: "w-client", at: 1_000)
+            #expect(try await registrationHints("s1").map(\.writer) == ["w-client"])
+            try await commit("b", as: "w-other", at: 2_000)
+            #expect(try await registrationHints("s2").map(\.writer) == [nil])
+            await users.close()
+        }
+    }
 }

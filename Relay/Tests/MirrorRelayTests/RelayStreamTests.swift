@@ -1,6 +1,8 @@
 import Foundation
+import HTTPTypes
 import Logging
 import MagicMirror
+import MirrorTestSupport
 @_spi(Relay) import MagicMirrorPostgreSQL
 @_spi(RelayProtocol) import MagicMirrorRelay
 @testable import MirrorRelayServer
@@ -102,6 +104,124 @@ struct RelayStreamTests {
         }
     }
 
+    /// A stream opened while a long poll of its session waits takes the session over: the
+    /// poll is answered, and the stream goes on with hints (it used to lose its wake-up to
+    /// the poll's end, and hang for ever).
+    @Test func aStreamOpenedWhileAPollOfItsSessionWaitsGoesOn() async throws {
+        try await RunningRelay.with { relay in
+            let users = RelayUsers(
+                url: RelayTestServer.url(database: relay.database, role: RelayTestServer.relayRole), environment: [:],
+                connections: 3, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let hub = RelayHub()
+            let user = RelayTestServer.uniqueName("user")
+            let database = try await users.database(for: user)
+            let zone = ZoneID.private("Todo", user: user)
+            let acting = PostgreSQLActingUser(role: user)
+            let request = RelayWire.WatchRequest(session: "s1", zones: [.init(zone: zone, token: .initial)])
+            let poll = Task {
+                try await PostgreSQLActingUser.$current.withValue(acting) {
+                    try await hub.poll(request, subject: user, database: database)
+                }
+            }
+            let deadline = ContinuousClock.now + .seconds(60)
+            while !hub.isPolling(subject: user, session: "s1"), ContinuousClock.now < deadline { await Task.yield() }
+            #expect(hub.isPolling(subject: user, session: "s1"))
+            let stream = try await PostgreSQLActingUser.$current.withValue(acting) {
+                try await hub.openStream(request, subject: user, database: database, until: .now + .seconds(RelayWire.streamSeconds))
+            }
+            #expect(try await poll.value == [], "the poll, taken over, answers nothing")
+            try await PostgreSQLActingUser.$current.withValue(acting) {
+                _ = try await database.commit(
+                    [.save("a", fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1, counter: 0))], to: zone)
+            }
+            var heard: [String] = []
+            for await _ in stream.wakes {
+                guard let hints = hub.drain(stream) else { break }
+                heard += hints.flatMap(\.recordIDs)
+                if heard.contains("a") { break }
+            }
+            #expect(heard.contains("a"), "the stream hears the commit")
+            hub.close(stream, started: false)
+            await users.close()
+        }
+    }
+
+    /// A stream opened again for the same session (a client reconnecting before its old
+    /// connection ended) is the one that goes on; the old one ends.
+    @Test func aStreamReopenedForItsSessionReplacesTheOldOne() async throws {
+        try await RunningRelay.with { relay in
+            let user = RelayTestServer.uniqueName("user")
+            let token = try await RelayTestServer.token(user)
+            let zone = ZoneID.private("Todo", user: user)
+            let old = try await HintStream.open(relay, token: token, session: "s1", zones: [zone])
+            _ = try await old.nextLine()
+            let new = try await HintStream.open(relay, token: token, session: "s1", zones: [zone])
+            _ = try await new.nextLine()
+            while try await old.nextLine() != nil {}
+            #expect(old.ended)
+            try await relay.client(user).commit(
+                [.save("b", fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1, counter: 0))], to: zone)
+            var heard: [String] = []
+            while !heard.contains("b"), let line = try await new.nextLine() { heard += line.flatMap(\.recordIDs) }
+            #expect(heard.contains("b"), "the new stream hears the commit")
+            new.close()
+        }
+    }
+
+    /// The relay told to stop (SIGTERM) ends its streams rather than waiting for their time
+    /// (60 seconds, a heartbeat every 5): the stream ends within a line or two, and the
+    /// relay exits.
+    @Test func aRelayToldToStopEndsItsStreams() async throws {
+        try await RunningRelay.with { relay in
+            let user = RelayTestServer.uniqueName("user")
+            let stream = try await HintStream.open(
+                relay, token: try await RelayTestServer.token(user), session: "s1", zones: [.private("Todo", user: user)])
+            _ = try await stream.nextLine()
+            relay.process.kill(SIGTERM)
+            var lines = 0
+            while try await stream.nextLine() != nil { lines += 1 }
+            #expect(stream.ended)
+            #expect(lines <= 2, "\(lines) lines after SIGTERM")
+            #expect(try await relay.process.wait(timeout: .seconds(60)) == .exited(0))
+        }
+    }
+
+    /// A user's streams being written count against the user's sessions: a seventeenth is
+    /// refused (429) while sixteen are written (a client that stops reading keeps its stream
+    /// until the write fails, after its session was swept), and opens once one ends.
+    @Test func aUserReadsABoundedNumberOfStreams() async throws {
+        try await RunningRelay.with { relay in
+            let users = RelayUsers(
+                url: RelayTestServer.url(database: relay.database, role: RelayTestServer.relayRole), environment: [:],
+                connections: 3, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let hub = RelayHub()
+            let user = RelayTestServer.uniqueName("user")
+            let database = try await users.database(for: user)
+            let zone = ZoneID.private("Todo", user: user)
+            func open(_ session: String) async throws -> RelayHub.Stream {
+                try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
+                    try await hub.openStream(
+                        RelayWire.WatchRequest(session: session, zones: [.init(zone: zone, token: .initial)]),
+                        subject: user, database: database, until: .now + .seconds(RelayWire.streamSeconds))
+                }
+            }
+            var streams: [RelayHub.Stream] = []
+            for index in 0..<RelayHub.maximumSessionsPerSubject {
+                let stream = try await open("s\(index)")
+                #expect(hub.started(stream))
+                streams.append(stream)
+            }
+            // Their sessions swept (as a stuck client's are): the streams still count.
+            hub.sweep(now: .now + .seconds(3600))
+            let refused = await #expect(throws: RelayFailure.self) { _ = try await open("more") }
+            #expect(refused?.status == .tooManyRequests)
+            hub.close(streams[0], started: true)
+            let more = try await open("more")
+            #expect(hub.started(more))
+            await users.close()
+        }
+    }
+
     /// The hub forgets a stream's session that drains nothing for the dead-link time (a
     /// client that stopped reading), ending its wakes, with its subscriptions; one that drains
     /// stays.
@@ -116,7 +236,7 @@ struct RelayStreamTests {
             let zone = ZoneID.private("Todo", user: user)
             let request = RelayWire.WatchRequest(session: "s1", zones: [.init(zone: zone, token: .initial)])
             let stream = try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
-                try await hub.openStream(request, subject: user, database: database)
+                try await hub.openStream(request, subject: user, database: database, until: .now + .seconds(RelayWire.streamSeconds))
             }
             #expect(hub.drain(stream) == [])
             hub.sweep(now: .now + .seconds(RelayWire.deadLinkSeconds - 1))
