@@ -159,13 +159,8 @@ enum RelaySetup {
     /// 5. adds a row `replayed` for a replay.
     static let commitFunction = """
         CREATE OR REPLACE FUNCTION magicmirror_relay.commit(
-            p_subject text, p_key text, p_digest text,
-            p_scope text, p_owner text, p_record_type text, p_writer text, p_ids text[], p_bases int8[],
-            p_fields bytea[], p_deleted boolean[], p_millis int8[], p_counters int8[])
-        RETURNS TABLE (
-            o_kind text, o_status text, o_generation int8, o_base int8, o_last int8, o_seq int8, o_n int4,
-            o_version int8, o_fields bytea, o_deleted boolean, o_millis int8, o_counter int8, o_writer text,
-            o_created_millis int8, o_created_counter int8, o_id text, o_value text)
+            p_subject text, p_key text, p_digest text, \(PostgreSQLActingUser.CommitFunction.commitRecords.parameters))
+        RETURNS TABLE (\(PostgreSQLActingUser.CommitFunction.commitRecords.columns))
         LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
         DECLARE
             bound text;

@@ -55,13 +55,7 @@ struct RelayHubTests {
     /// writer made every change, so that a client drops the hint of its own commit (which it
     /// delivered when it committed, perhaps after the relay read it); with two writers, none.
     @Test func aRegistrationHintNamesItsOnlyWriter() async throws {
-        try await RunningRelay.with { relay in
-            let users = RelayUsers(
-                url: RelayTestServer.url(database: relay.database, role: RelayTestServer.relayRole), environment: [:],
-                connections: 3, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() }))
-            let hub = RelayHub()
-            let user = RelayTestServer.uniqueName("user")
-            let database = try await users.database(for: user)
+        try await HubFixture.with { relay, hub, user, database in
             let zone = ZoneID.private("Todo", user: user)
             func commit(_ id: String, as writer: String, at millis: Int64) async throws {
                 try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user, writerID: writer)) {
@@ -81,6 +75,27 @@ struct RelayHubTests {
             #expect(try await registrationHints("s1").map(\.writer) == ["w-client"])
             try await commit("b", as: "w-other", at: 2_000)
             #expect(try await registrationHints("s2").map(\.writer) == [nil])
+        }
+    }
+}
+
+/// A hub driven in the test's process on a running relay's database, with a user of its own
+/// and that user's database (as the relay's role).
+enum HubFixture {
+    static func with(
+        _ body: (RunningRelay, RelayHub, String, PostgreSQLDatabase) async throws -> Void
+    ) async throws {
+        try await RunningRelay.with { relay in
+            let users = RelayUsers(
+                url: RelayTestServer.url(database: relay.database, role: RelayTestServer.relayRole), environment: [:],
+                connections: 3, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() }))
+            do {
+                let user = RelayTestServer.uniqueName("user")
+                try await body(relay, RelayHub(), user, try await users.database(for: user))
+            } catch {
+                await users.close()
+                throw error
+            }
             await users.close()
         }
     }

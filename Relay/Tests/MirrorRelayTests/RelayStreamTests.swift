@@ -108,13 +108,7 @@ struct RelayStreamTests {
     /// poll is answered, and the stream goes on with hints (it used to lose its wake-up to
     /// the poll's end, and hang for ever).
     @Test func aStreamOpenedWhileAPollOfItsSessionWaitsGoesOn() async throws {
-        try await RunningRelay.with { relay in
-            let users = RelayUsers(
-                url: RelayTestServer.url(database: relay.database, role: RelayTestServer.relayRole), environment: [:],
-                connections: 3, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() }))
-            let hub = RelayHub()
-            let user = RelayTestServer.uniqueName("user")
-            let database = try await users.database(for: user)
+        try await HubFixture.with { relay, hub, user, database in
             let zone = ZoneID.private("Todo", user: user)
             let acting = PostgreSQLActingUser(role: user)
             let request = RelayWire.WatchRequest(session: "s1", zones: [.init(zone: zone, token: .initial)])
@@ -142,7 +136,6 @@ struct RelayStreamTests {
             }
             #expect(heard.contains("a"), "the stream hears the commit")
             hub.close(stream, started: false)
-            await users.close()
         }
     }
 
@@ -190,13 +183,7 @@ struct RelayStreamTests {
     /// refused (429) while sixteen are written (a client that stops reading keeps its stream
     /// until the write fails, after its session was swept), and opens once one ends.
     @Test func aUserReadsABoundedNumberOfStreams() async throws {
-        try await RunningRelay.with { relay in
-            let users = RelayUsers(
-                url: RelayTestServer.url(database: relay.database, role: RelayTestServer.relayRole), environment: [:],
-                connections: 3, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() }))
-            let hub = RelayHub()
-            let user = RelayTestServer.uniqueName("user")
-            let database = try await users.database(for: user)
+        try await HubFixture.with { relay, hub, user, database in
             let zone = ZoneID.private("Todo", user: user)
             func open(_ session: String) async throws -> RelayHub.Stream {
                 try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
@@ -218,7 +205,6 @@ struct RelayStreamTests {
             hub.close(streams[0], started: true)
             let more = try await open("more")
             #expect(hub.started(more))
-            await users.close()
         }
     }
 
@@ -226,13 +212,7 @@ struct RelayStreamTests {
     /// client that stopped reading), ending its wakes, with its subscriptions; one that drains
     /// stays.
     @Test func aStreamThatIsNotDrainedIsForgotten() async throws {
-        try await RunningRelay.with { relay in
-            let users = RelayUsers(
-                url: RelayTestServer.url(database: relay.database, role: RelayTestServer.relayRole), environment: [:],
-                connections: 3, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() }))
-            let hub = RelayHub()
-            let user = RelayTestServer.uniqueName("user")
-            let database = try await users.database(for: user)
+        try await HubFixture.with { relay, hub, user, database in
             let zone = ZoneID.private("Todo", user: user)
             let request = RelayWire.WatchRequest(session: "s1", zones: [.init(zone: zone, token: .initial)])
             let stream = try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
@@ -248,7 +228,6 @@ struct RelayStreamTests {
             var wakes = 0
             for await _ in stream.wakes { wakes += 1 }  // ends: the session is gone
             #expect(wakes >= 1)
-            await users.close()
         }
     }
 }

@@ -54,16 +54,24 @@ enum CommitSchema {
             replacing: true, lockKey: "(SELECT hashtext(z.notify_key) FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id)"),
     ]
 
+    /// `commit_records`' parameters, as its declaration names them.
+    static let parameters = """
+        p_scope text, p_owner text, p_record_type text, p_writer text, p_ids text[], p_bases int8[],
+        p_fields bytea[], p_deleted boolean[], p_millis int8[], p_counters int8[]
+        """
+
+    /// The columns of `commit_records`' rows, as its declaration names them.
+    static let columns = """
+        o_kind text, o_status text, o_generation int8, o_base int8, o_last int8, o_seq int8, o_n int4,
+        o_version int8, o_fields bytea, o_deleted boolean, o_millis int8, o_counter int8, o_writer text,
+        o_created_millis int8, o_created_counter int8, o_id text, o_value text
+        """
+
     /// `commit_records`, whose commit lock's second key is `lockKey(zone alias)`.
     static func commitRecords(replacing: Bool, lockKey: (String) -> String) -> PostgresQuery {
         PostgresQuery(unsafeSQL: """
-            \(replacing ? "CREATE OR REPLACE" : "CREATE") FUNCTION magicmirror.commit_records(
-                p_scope text, p_owner text, p_record_type text, p_writer text, p_ids text[], p_bases int8[],
-                p_fields bytea[], p_deleted boolean[], p_millis int8[], p_counters int8[])
-            RETURNS TABLE (
-                o_kind text, o_status text, o_generation int8, o_base int8, o_last int8, o_seq int8, o_n int4,
-                o_version int8, o_fields bytea, o_deleted boolean, o_millis int8, o_counter int8, o_writer text,
-                o_created_millis int8, o_created_counter int8, o_id text, o_value text)
+            \(replacing ? "CREATE OR REPLACE" : "CREATE") FUNCTION magicmirror.commit_records(\(parameters))
+            RETURNS TABLE (\(columns))
             LANGUAGE plpgsql VOLATILE
             SET search_path = pg_catalog, pg_temp
             -- The statements' plans do not depend on the arrays' sizes: planned once per session.
