@@ -15,7 +15,7 @@ extension RelayRoutes {
     /// The largest piece of an asset the relay holds while it answers a download.
     static let assetPieceBytes = 64 * 1024
 
-    func addAssets(to router: Router<BasicRequestContext>) {
+    func addAssets(to router: Router<RelayRequestContext>) {
         router.post("v1/assets/store") { request, _ in try await storeAsset(request) }
         router.post("v1/assets/contents") { request, _ in try await assetContents(request) }
         router.post("v1/assets/collect") { request, _ in

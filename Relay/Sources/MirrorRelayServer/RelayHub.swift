@@ -76,6 +76,9 @@ final class RelayHub: Sendable {
         /// Per user, the streams whose answers are being written (a stream whose client
         /// stopped reading stays here, its session swept, until its write fails).
         var streams: [String: Int] = [:]
+        /// The streams being written, by their number: when each should have ended, and how
+        /// to close its connection (a write its client never takes ends only so).
+        var writing: [UInt64: (ends: ContinuousClock.Instant, abort: @Sendable () -> Void)] = [:]
     }
 
     private let state = Mutex(State())
@@ -146,11 +149,14 @@ final class RelayHub: Sendable {
     }
 
     /// The stream's answer is being written: counted against its user's streams until
-    /// ``close(_:)``; `false` (nothing counted) when the user's streams are at the limit.
-    func started(_ stream: Stream) -> Bool {
+    /// ``close(_:started:)``; `false` (nothing counted) when the user's streams are at the
+    /// limit. `abort` closes its connection: ``beat(now:)`` calls it when the stream is still
+    /// written `RelayWire.deadLinkSeconds` after its end (a write its client never takes).
+    func started(_ stream: Stream, abort: @escaping @Sendable () -> Void) -> Bool {
         state.withLock { state in
             guard state.streams[stream.key.subject, default: 0] < Self.maximumSessionsPerSubject else { return false }
             state.streams[stream.key.subject, default: 0] += 1
+            state.writing[stream.waiter] = (state.sessions[stream.key]?.streamEnds ?? .now, abort)
             return true
         }
     }
@@ -177,6 +183,7 @@ final class RelayHub: Sendable {
             if started {
                 state.streams[stream.key.subject, default: 1] -= 1
                 if state.streams[stream.key.subject] == 0 { state.streams[stream.key.subject] = nil }
+                state.writing[stream.waiter] = nil
             }
             guard var session = state.sessions[stream.key], session.streaming, session.waiter == stream.waiter else { return }
             session.streaming = false
@@ -197,15 +204,20 @@ final class RelayHub: Sendable {
     /// Wakes each stream that has sent nothing for about `RelayWire.pollSeconds` (to send a
     /// heartbeat) or whose time is up (to end); called every second.
     func beat(now: ContinuousClock.Instant = .now) {
-        let due = state.withLock { state in
-            state.sessions.values.compactMap { session in
+        let (due, stuck) = state.withLock { state in
+            let due = state.sessions.values.compactMap { session in
                 session.streaming
                     && (now - session.lastSeen >= .seconds(RelayWire.pollSeconds) - .milliseconds(500)
                         || now >= session.streamEnds)
                     ? session.wake : nil
             }
+            // Closed once: the write then fails, and the stream's close(_:started:) forgets it.
+            let stuck = state.writing.filter { now - $0.value.ends > .seconds(RelayWire.deadLinkSeconds) }
+            for number in stuck.keys { state.writing[number]?.ends = .now + .seconds(3600) }
+            return (due, stuck.values.map(\.abort))
         }
         for wake in due { wake.yield() }
+        for abort in stuck { abort() }
     }
 
     /// Checks the request, registers the session's zones and queues what the client missed.

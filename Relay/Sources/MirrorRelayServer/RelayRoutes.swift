@@ -34,7 +34,7 @@ struct RelayRoutes: Sendable {
     let streamLines = StreamLines()
     let logger: Logger
 
-    func add(to router: Router<BasicRequestContext>) {
+    func add(to router: Router<RelayRequestContext>) {
         router.get("health") { _, _ in json(["status": "ok"]) }
         router.post("v1/commit") { request, _ in try await commit(request) }
         router.post("v1/changes") { request, _ in
@@ -114,7 +114,7 @@ struct RelayRoutes: Sendable {
             let database = try await users.database(for: subject)
             return json(RelayWire.Hints(hints: try await hub.poll(body, subject: subject, database: database)))
         }
-        router.post("v1/stream") { request, _ in try await stream(request) }
+        router.post("v1/stream") { request, context in try await stream(request, channel: context.channel) }
     }
 
     /// `/v1/stream`: the long poll's body, answered with a line of hints (JSON, `\n`) each
@@ -122,7 +122,7 @@ struct RelayRoutes: Sendable {
     /// `RelayWire.streamSeconds` passed or the token expires. The client's request is one
     /// per stream, not one per answer: under load, each hint costs the relay a write, not a
     /// request (see the article "The relay").
-    private func stream(_ request: Request) async throws -> Response {
+    private func stream(_ request: Request, channel: any Channel) async throws -> Response {
         let (subject, expires) = try await tokens.verified(authorization: request.headers[.authorization])
         let body = try await withBody(request, RelayWire.WatchRequest.self, limit: Self.maximumRequestBytes, subject: subject) { $0 }
         let database = try await users.database(for: subject)
@@ -134,7 +134,9 @@ struct RelayRoutes: Sendable {
             body: ResponseBody { writer in
                 // Counted against the user's streams while it is written (a client that stops
                 // reading holds its stream until the write fails, its session swept).
-                let started = hub.started(stream)
+                // A write its client does not take (the stream's time passed, and then the
+                // dead-link time) ends with the connection, which the hub closes.
+                let started = hub.started(stream) { channel.close(promise: nil) }
                 defer { hub.close(stream, started: started) }
                 if started {
                     // The relay shutting down (SIGTERM) ends the stream at once.
@@ -370,7 +372,7 @@ final class CommitClaim: Sendable {
 
 /// Every error as the protocol's JSON error, unknown paths included.
 struct RelayErrorMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+    typealias Context = RelayRequestContext
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {

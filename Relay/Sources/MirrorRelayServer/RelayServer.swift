@@ -21,7 +21,7 @@ public enum RelayServer {
             tokens: try await RelayTokens.make(configuration), users: users, hub: hub,
             maximumAssetBytes: configuration.maximumAssetBytes,
             budget: RelayBodyBudget(limit: configuration.maximumInflightBytes), logger: logger)
-        let router = Router()
+        let router = Router(context: RelayRequestContext.self)
         router.add(middleware: RelayErrorMiddleware())
         routes.add(to: router)
         let app = Application(
@@ -79,4 +79,16 @@ enum RelayWireTiming {
     static let sweepSeconds = 2
     /// How long a connection may send nothing, while sending a request or between requests.
     static let idleSeconds: Int64 = 15
+}
+
+/// The relay's request context: Hummingbird's basic one, and the request's connection, which
+/// the relay closes under a stream whose client stopped reading (``RelayHub/beat(now:)``).
+struct RelayRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        channel = source.channel
+    }
 }

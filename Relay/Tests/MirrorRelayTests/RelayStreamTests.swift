@@ -6,6 +6,7 @@ import MirrorTestSupport
 @_spi(Relay) import MagicMirrorPostgreSQL
 @_spi(RelayProtocol) import MagicMirrorRelay
 @testable import MirrorRelayServer
+import Synchronization
 import Testing
 
 /// `/v1/stream`: the long poll's body answered with a stream of lines of hints, read here
@@ -195,7 +196,7 @@ struct RelayStreamTests {
             var streams: [RelayHub.Stream] = []
             for index in 0..<RelayHub.maximumSessionsPerSubject {
                 let stream = try await open("s\(index)")
-                #expect(hub.started(stream))
+                #expect(hub.started(stream) {})
                 streams.append(stream)
             }
             // Their sessions swept (as a stuck client's are): the streams still count.
@@ -204,7 +205,34 @@ struct RelayStreamTests {
             #expect(refused?.status == .tooManyRequests)
             hub.close(streams[0], started: true)
             let more = try await open("more")
-            #expect(hub.started(more))
+            #expect(hub.started(more) {})
+        }
+    }
+
+    /// A stream still being written the dead-link time after its end (a write its client
+    /// never takes: the client stopped reading) has its connection closed, once; one that
+    /// ended is not touched.
+    @Test func aStreamWhoseWriteIsNeverTakenHasItsConnectionClosed() async throws {
+        try await HubFixture.with { _, hub, user, database in
+            let zone = ZoneID.private("Todo", user: user)
+            func open(_ session: String) async throws -> RelayHub.Stream {
+                try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
+                    try await hub.openStream(
+                        RelayWire.WatchRequest(session: session, zones: [.init(zone: zone, token: .initial)]),
+                        subject: user, database: database, until: .now + .seconds(RelayWire.streamSeconds))
+                }
+            }
+            let (stuck, ended) = (try await open("stuck"), try await open("ended"))
+            let closed = Mutex<[String]>([])
+            #expect(hub.started(stuck) { closed.withLock { $0.append("stuck") } })
+            #expect(hub.started(ended) { closed.withLock { $0.append("ended") } })
+            hub.close(ended, started: true)
+            hub.beat(now: .now + .seconds(RelayWire.streamSeconds))
+            #expect(closed.withLock { $0 }.isEmpty, "within its time")
+            let late = ContinuousClock.now + .seconds(RelayWire.streamSeconds + RelayWire.deadLinkSeconds + 1)
+            hub.beat(now: late)
+            hub.beat(now: late + .seconds(1))
+            #expect(closed.withLock { $0 } == ["stuck"])
         }
     }
 
