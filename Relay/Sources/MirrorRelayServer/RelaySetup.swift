@@ -136,9 +136,9 @@ enum RelaySetup {
         static let roleRefused = "MR003"
     }
 
-    static let commitSignature = """
-        magicmirror_relay.commit(text, text, text, text, text, text, text, text[], int8[], bytea[], boolean[], int8[], int8[])
-        """
+    /// The function's signature, as `GRANT` and `DROP` name it.
+    static let commitSignature =
+        "magicmirror_relay.commit(text, text, text, \(PostgreSQLActingUser.CommitFunction.commitRecords.types))"
 
     /// `magicmirror_relay.commit(subject, key, digest, <commit_records' ten arguments>)`: a
     /// relay's commit in one statement (`SECURITY INVOKER`, run as the relay role, in the

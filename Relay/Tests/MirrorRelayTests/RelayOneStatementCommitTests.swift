@@ -3,6 +3,7 @@ import MagicMirror
 @_spi(Relay) import MagicMirrorPostgreSQL
 import MagicMirrorRelay
 import MirrorTestSupport
+@testable import MirrorRelayServer
 import Testing
 
 /// A relay's commit is one statement, `magicmirror_relay.commit` (see `RelaySetup`): the
@@ -161,7 +162,7 @@ struct RelayOneStatementCommitTests {
             #expect(refused.contains("permission denied for schema magicmirror_relay"), "\(refused)")
             // Given the schema and the function, the role still may not become the user.
             _ = try await relay.admin("GRANT USAGE ON SCHEMA magicmirror_relay TO \(stranger)")
-            _ = try await relay.admin("GRANT EXECUTE ON FUNCTION \(RelayTestServerCommitSignature.value) TO \(stranger)")
+            _ = try await relay.admin("GRANT EXECUTE ON FUNCTION \(RelaySetup.commitSignature) TO \(stranger)")
             _ = try await relay.admin("GRANT SELECT, INSERT ON magicmirror_relay.writers, magicmirror_relay.commits TO \(stranger)")
             let becoming = try await Self.psql(relay, as: stranger, call)
             #expect(becoming.contains("did not let this process act as"), "\(becoming)")
@@ -177,7 +178,7 @@ struct RelayOneStatementCommitTests {
             let client = relay.client(user)
             let zone = ZoneID.private("Todo", user: user)
             _ = try await client.currentToken(in: zone)
-            _ = try await relay.admin("DROP FUNCTION \(RelayTestServerCommitSignature.value)")
+            _ = try await relay.admin("DROP FUNCTION \(RelaySetup.commitSignature)")
             let error = try await #require(throws: MirrorError.self) {
                 try await client.commit([.save("a", fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1, counter: 0))], to: zone)
             }
@@ -195,10 +196,4 @@ struct RelayOneStatementCommitTests {
             [RelayTestServer.url(database: relay.database, role: role), "-q", "-t", "-A", "-c", statement])
         return run.standardOutput + run.standardError
     }
-}
-
-/// The commit function's signature, as `mirror-relay setup` grants it.
-enum RelayTestServerCommitSignature {
-    static let value =
-        "magicmirror_relay.commit(text, text, text, text, text, text, text, text[], int8[], bytea[], boolean[], int8[], int8[])"
 }

@@ -128,10 +128,7 @@ enum CommitRows {
     /// The call, prepared once per connection (the server parses and plans it once).
     struct Statement: PostgresPreparedStatement {
         static let name = "magicmirror_commit_records_v7"
-        static let sql = """
-            SELECT * FROM magicmirror.commit_records($1, $2, $3, $4, $5::text[], $6::int8[], $7::bytea[],
-                                                     $8::boolean[], $9::int8[], $10::int8[])
-            """
+        static let sql = CommitSchema.call("magicmirror.commit_records")
         typealias Row = (
             String, String?, Int?, Int?, Int?, Int?, Int?, Int?, Data?, Bool?, Int?, Int?, String?, Int?, Int?, String?,
             String?)
@@ -168,12 +165,8 @@ enum CommitRows {
                 if let argument { bindings.append(argument) } else { bindings.appendNull() }
             }
             appendArguments(to: &bindings)
-            let count = function.arguments.count
-            let types = ["text", "text", "text", "text", "text[]", "int8[]", "bytea[]", "boolean[]", "int8[]", "int8[]"]
-            let placeholders = (0..<count).map { "$\($0 + 1)::text" }
-                + types.enumerated().map { "$\(count + $0.offset + 1)::\($0.element)" }
             return PostgresQuery(
-                unsafeSQL: "SELECT * FROM \(function.name)(\(placeholders.joined(separator: ", ")))", binds: bindings)
+                unsafeSQL: CommitSchema.call(function.name, leading: function.arguments.count), binds: bindings)
         }
     }
 }

@@ -54,11 +54,25 @@ enum CommitSchema {
             replacing: true, lockKey: "(SELECT hashtext(z.notify_key) FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id)"),
     ]
 
-    /// `commit_records`' parameters, as its declaration names them.
-    static let parameters = """
-        p_scope text, p_owner text, p_record_type text, p_writer text, p_ids text[], p_bases int8[],
-        p_fields bytea[], p_deleted boolean[], p_millis int8[], p_counters int8[]
-        """
+    /// `commit_records`' parameters, in order: each name and type. Its declaration, the
+    /// calls (which cast each argument to its type) and the relay's function that calls it
+    /// are made from this list.
+    static let parameterList: [(name: String, type: String)] = [
+        ("p_scope", "text"), ("p_owner", "text"), ("p_record_type", "text"), ("p_writer", "text"),
+        ("p_ids", "text[]"), ("p_bases", "int8[]"), ("p_fields", "bytea[]"), ("p_deleted", "boolean[]"),
+        ("p_millis", "int8[]"), ("p_counters", "int8[]"),
+    ]
+
+    /// `commit_records`' parameters, as its declaration names them (`p_scope text, …`).
+    static let parameters = parameterList.map { "\($0.name) \($0.type)" }.joined(separator: ", ")
+
+    /// A call of `function` with `leading` text arguments (`$1` to `$leading`), then
+    /// `commit_records`' arguments, each cast to its type.
+    static func call(_ function: String, leading: Int = 0) -> String {
+        let placeholders = (0..<leading).map { "$\($0 + 1)::text" }
+            + parameterList.enumerated().map { "$\(leading + $0.offset + 1)::\($0.element.type)" }
+        return "SELECT * FROM \(function)(\(placeholders.joined(separator: ", ")))"
+    }
 
     /// The columns of `commit_records`' rows, as its declaration names them.
     static let columns = """

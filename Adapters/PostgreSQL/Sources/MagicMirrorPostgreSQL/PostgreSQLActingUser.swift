@@ -71,9 +71,13 @@ import PostgresNIO
         public let noted: @Sendable (String) -> Void
 
         /// `commit_records`' parameters (`p_scope text, …`), which a commit function takes
-        /// after its own, and the columns of its rows (`o_kind text, …`), which it returns: as
-        /// the schema declares them, for the function's own declaration.
-        public static let commitRecords = (parameters: CommitSchema.parameters, columns: CommitSchema.columns)
+        /// after its own, their types alone (`text, …`), and the columns of its rows
+        /// (`o_kind text, …`), which it returns: as the schema declares them, for the
+        /// function's own declaration and grants.
+        public static let commitRecords = (
+            parameters: CommitSchema.parameters,
+            types: CommitSchema.parameterList.map(\.type).joined(separator: ", "),
+            columns: CommitSchema.columns)
 
         /// Describes the function.
         public init(name: String, arguments: [String?], noted: @escaping @Sendable (String) -> Void) {
