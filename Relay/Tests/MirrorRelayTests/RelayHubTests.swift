@@ -99,4 +99,16 @@ enum HubFixture {
             await users.close()
         }
     }
+
+    /// A stream of `session`, as the user, watching the user's private zone `Todo` from its
+    /// start, for a stream's time.
+    static func openStream(
+        _ hub: RelayHub, user: String, database: PostgreSQLDatabase, session: String
+    ) async throws -> RelayHub.Stream {
+        try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
+            try await hub.openStream(
+                RelayWire.WatchRequest(session: session, zones: [.init(zone: .private("Todo", user: user), token: .initial)]),
+                subject: user, database: database, until: .now + .seconds(RelayWire.streamSeconds))
+        }
+    }
 }

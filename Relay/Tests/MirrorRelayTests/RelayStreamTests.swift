@@ -121,9 +121,7 @@ struct RelayStreamTests {
             let deadline = ContinuousClock.now + .seconds(60)
             while !hub.isPolling(subject: user, session: "s1"), ContinuousClock.now < deadline { await Task.yield() }
             #expect(hub.isPolling(subject: user, session: "s1"))
-            let stream = try await PostgreSQLActingUser.$current.withValue(acting) {
-                try await hub.openStream(request, subject: user, database: database, until: .now + .seconds(RelayWire.streamSeconds))
-            }
+            let stream = try await HubFixture.openStream(hub, user: user, database: database, session: "s1")
             #expect(try await poll.value == [], "the poll, taken over, answers nothing")
             try await PostgreSQLActingUser.$current.withValue(acting) {
                 _ = try await database.commit(
@@ -185,13 +183,8 @@ struct RelayStreamTests {
     /// until the write fails, after its session was swept), and opens once one ends.
     @Test func aUserReadsABoundedNumberOfStreams() async throws {
         try await HubFixture.with { relay, hub, user, database in
-            let zone = ZoneID.private("Todo", user: user)
             func open(_ session: String) async throws -> RelayHub.Stream {
-                try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
-                    try await hub.openStream(
-                        RelayWire.WatchRequest(session: session, zones: [.init(zone: zone, token: .initial)]),
-                        subject: user, database: database, until: .now + .seconds(RelayWire.streamSeconds))
-                }
+                try await HubFixture.openStream(hub, user: user, database: database, session: session)
             }
             var streams: [RelayHub.Stream] = []
             for index in 0..<RelayHub.maximumSessionsPerSubject {
@@ -214,13 +207,8 @@ struct RelayStreamTests {
     /// ended is not touched.
     @Test func aStreamWhoseWriteIsNeverTakenHasItsConnectionClosed() async throws {
         try await HubFixture.with { _, hub, user, database in
-            let zone = ZoneID.private("Todo", user: user)
             func open(_ session: String) async throws -> RelayHub.Stream {
-                try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
-                    try await hub.openStream(
-                        RelayWire.WatchRequest(session: session, zones: [.init(zone: zone, token: .initial)]),
-                        subject: user, database: database, until: .now + .seconds(RelayWire.streamSeconds))
-                }
+                try await HubFixture.openStream(hub, user: user, database: database, session: session)
             }
             let (stuck, ended) = (try await open("stuck"), try await open("ended"))
             let closed = Mutex<[String]>([])
@@ -241,11 +229,7 @@ struct RelayStreamTests {
     /// stays.
     @Test func aStreamThatIsNotDrainedIsForgotten() async throws {
         try await HubFixture.with { relay, hub, user, database in
-            let zone = ZoneID.private("Todo", user: user)
-            let request = RelayWire.WatchRequest(session: "s1", zones: [.init(zone: zone, token: .initial)])
-            let stream = try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
-                try await hub.openStream(request, subject: user, database: database, until: .now + .seconds(RelayWire.streamSeconds))
-            }
+            let stream = try await HubFixture.openStream(hub, user: user, database: database, session: "s1")
             #expect(hub.drain(stream) == [])
             hub.sweep(now: .now + .seconds(RelayWire.deadLinkSeconds - 1))
             #expect(hub.counts.sessions == 1, "drained a moment ago")
