@@ -30,6 +30,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
         // Comes with jwt-kit: the SHA-256 of a commit's body, stored with its idempotency key.
         .package(url: "https://github.com/apple/swift-crypto.git", "4.1.0"..<"6.0.0"),
+        // Comes with Hummingbird: the HTTP part a stream's line is written as, on its
+        // connection (StreamOutlet).
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.34.1"),
     ],
     targets: [
         // The relay as a library: configuration, tokens, routes, fan-out; the tests start it.
@@ -49,6 +52,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             ]
         ),
         .executableTarget(
@@ -100,6 +104,9 @@ let package = Package(
                 .product(name: "MirrorTestSupport", package: "MagicMirror"),
                 .product(name: "MagicMirrorPostgreSQL", package: "MagicMirrorPostgreSQL"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                // A stream's connection played by the tests (RecordingOutlet).
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
     ],

@@ -5,6 +5,7 @@ import MagicMirror
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// The users a workload's clients act as, `RUN_0`, `RUN_1`, …: at most
 /// ``maximumSessionsPerUser`` clients each, client `i` of user `i / 16`.
@@ -85,6 +86,7 @@ final class WatchClients {
     /// Whether the clients read streams (`/v1/stream`) rather than long polls (`/v1/watch`).
     let streamed: Bool
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+    private let lines = DecodedLines()
     private(set) var channels: [any Channel] = []
 
     private init(board: any WatchBoard, streamed: Bool) { (self.board, self.streamed) = (board, streamed) }
@@ -112,10 +114,11 @@ final class WatchClients {
         for first in stride(from: 0, to: specs.count, by: Self.connectBatch) {
             let connecting = specs[first..<min(first + Self.connectBatch, specs.count)].map { spec in
                 ClientBootstrap(group: group)
-                    .channelInitializer { [board, streamed] channel in
+                    .channelInitializer { [board, streamed, lines] channel in
                         channel.eventLoop.makeCompletedFuture {
                             try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                            try channel.pipeline.syncOperations.addHandler(WatchClient(spec, board: board, streamed: streamed))
+                            try channel.pipeline.syncOperations.addHandler(
+                                WatchClient(spec, board: board, streamed: streamed, lines: lines))
                         }
                     }
                     .connect(host: "127.0.0.1", port: port)
@@ -152,7 +155,7 @@ final class WatchClient: ChannelInboundHandler {
     private let spec: ClientSpec
     private let board: any WatchBoard
     private let streamed: Bool
-    private let decoder = JSONDecoder()
+    private let lines: DecodedLines
     private var token = ChangeToken.initial
     private var request: ByteBuffer?
     private var sentAt = 0.0
@@ -160,8 +163,8 @@ final class WatchClient: ChannelInboundHandler {
     private var retryAfter: Int64 = 1
     private var body = ByteBuffer()
 
-    init(_ spec: ClientSpec, board: any WatchBoard, streamed: Bool) {
-        (self.spec, self.board, self.streamed) = (spec, board, streamed)
+    init(_ spec: ClientSpec, board: any WatchBoard, streamed: Bool, lines: DecodedLines) {
+        (self.spec, self.board, self.streamed, self.lines) = (spec, board, streamed, lines)
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -224,7 +227,7 @@ final class WatchClient: ChannelInboundHandler {
     private func answer(_ data: Data, at answeredAt: Double, _ context: ChannelHandlerContext) -> Bool {
         let hints: [RemoteNotification]
         do {
-            hints = try decoder.decode(RelayWire.Hints.self, from: data).hints
+            hints = try lines.hints(in: data)
         } catch {
             board.failed(spec.index, "an answer that is not hints: \(error)")
             context.close(promise: nil)
@@ -265,5 +268,28 @@ final class WatchClient: ChannelInboundHandler {
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(request))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+}
+
+/// The hints of the answers the clients read, each distinct answer decoded once: the relay
+/// writes the same bytes to every client of a zone that had the same hints queued, and a
+/// thousand clients each decoding them would make this load generator, on the relay's own
+/// cores, spend more on JSON than the relay spends on writing (a client on a device of its
+/// own decodes only its own). Every client still reads and parses each byte of HTTP; a
+/// line unlike the last few is decoded as it comes.
+final class DecodedLines: Sendable {
+    /// The lines decoded most recently (at most ``capacity``) and their hints.
+    private let recent = Mutex<[Data: [RemoteNotification]]>([:])
+    static let capacity = 256
+
+    /// The hints of `line`, or an error when it is not the protocol's hints.
+    func hints(in line: Data) throws -> [RemoteNotification] {
+        if let known = recent.withLock({ $0[line] }) { return known }
+        let hints = try JSONDecoder().decode(RelayWire.Hints.self, from: line).hints
+        recent.withLock { recent in
+            if recent.count >= Self.capacity { recent.removeAll(keepingCapacity: true) }
+            recent[line] = hints
+        }
+        return hints
     }
 }

@@ -3,6 +3,7 @@ import HTTPTypes
 import MagicMirror
 @_spi(Relay) import MagicMirrorPostgreSQL
 @_spi(RelayProtocol) import MagicMirrorRelay
+import NIOCore
 import Synchronization
 
 /// The relay's fan-out: one subscription per user and private or shared zone on that
@@ -16,7 +17,13 @@ import Synchronization
 ///   last polled;
 /// - `watches`: per user and zone (per zone for a public zone), the subscription and the
 ///   sessions that watch it;
-/// - `bySubject`: the sessions of each user (an index of `sessions`).
+/// - `bySubject`: the sessions of each user (an index of `sessions`);
+/// - `streams` and `writing`: the streams being written, per user and by number.
+///
+/// A poll waits on its session's `wake`. A stream's lines are written by the hub itself on
+/// the stream's connection (``StreamOutlet``): a hint queued for a streaming session
+/// schedules one write of its queue on the connection's event loop, where every stream of
+/// that loop with something to write is written in one job (``flush(_:now:)``).
 ///
 /// A session that has not polled for `RelayWire.deadLinkSeconds` is forgotten by
 /// ``sweep()``, and a subscription no session watches is cancelled. Memory is bounded by
@@ -43,8 +50,14 @@ final class RelayHub: Sendable {
         var lastSeen = ContinuousClock.now
         /// Polls of the session still registering zones: such a session is never swept.
         var registering = 0
-        /// Whether a stream serves the session (its `wake` stays set between lines).
+        /// Whether a stream serves the session (its `wake` ends the stream).
         var streaming = false
+        /// Where the stream writes, once its answer's head is written (``started(_:outlet:)``)
+        /// until it stops (``stop(_:)``).
+        var outlet: StreamOutlet?
+        /// Whether a write of the queue is scheduled on the outlet's loop: a burst of hints
+        /// schedules one.
+        var flushing = false
         /// Who set `wake`: a poll's or a stream's number (``State/nextWaiter``), so that a
         /// poll or stream that another took the session from touches nothing of it.
         var waiter: UInt64 = 0
@@ -57,6 +70,12 @@ final class RelayHub: Sendable {
         /// Per zone, the latest token of a hint queued for the session: a poll naming an
         /// older one did not get that hint (its answer was lost on the way), and gets it again.
         var latest: [ZoneID: ChangeToken] = [:]
+
+        /// Ends the poll or stream that waits: nothing more is written to a stream.
+        mutating func endStream() {
+            wake?.finish()
+            (wake, streaming, outlet, flushing) = (nil, false, nil, false)
+        }
     }
 
     private struct Watch {
@@ -82,6 +101,8 @@ final class RelayHub: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The line last written, which the streams of the same zone write next.
+    private let lines = StreamLines()
 
     /// The most sessions, and zones over all its sessions, one subject may watch at once.
     static let maximumSessionsPerSubject = 16
@@ -103,23 +124,23 @@ final class RelayHub: Sendable {
         return await next(key) ?? []
     }
 
-    /// A session opened for a stream (`/v1/stream`): `wakes` yields when hints are queued
-    /// for it, when its heartbeat is due and when it should end (``beat(now:)``);
-    /// ``drain(_:)`` takes the hints.
+    /// A session opened for a stream (`/v1/stream`), whose lines the hub writes once
+    /// ``started(_:outlet:)`` gave it an outlet.
     struct Stream: Sendable {
         fileprivate let key: SessionKey
         fileprivate let waiter: UInt64
-        /// Ends when the session is forgotten, another poll or stream of it begins, or the
-        /// relay shuts down.
-        let wakes: AsyncStream<Void>
+        /// Ends when the stream should: its time is up (``beat(now:)``), its session is
+        /// forgotten, another poll or stream of it begins, or it is stopped.
+        let ended: AsyncStream<Void>
     }
 
-    /// Opens a stream until `ends`: registers the session's zones as a poll does, and wakes
-    /// it at once (its first line says the stream is up). Nothing waits per stream: hints
-    /// and the heartbeats of ``beat(now:)`` wake it. A session whose stream has not drained
-    /// for `RelayWire.deadLinkSeconds` (never read, or read too slowly) is forgotten by
-    /// ``sweep(now:)``, which ends `wakes`. The caller calls ``started(_:)`` when it begins
-    /// to write the stream, and ``close(_:)`` when it is done.
+    /// Opens a stream until `ends`: registers the session's zones as a poll does. The
+    /// caller calls ``started(_:outlet:)`` once the answer's head is written: the first line
+    /// (the queue, or a heartbeat) says the stream is up. Nothing waits per stream: hints
+    /// and the heartbeats of ``beat(now:)`` schedule writes. A session whose stream wrote
+    /// nothing for `RelayWire.deadLinkSeconds` (its client reads too slowly, or not at all)
+    /// is forgotten by ``sweep(now:)``, which ends `ended`. The caller calls ``stop(_:)``
+    /// before it writes the answer's end, and ``close(_:started:)`` after.
     ///
     /// - Throws: ``RelayFailure`` 429 when the user's streams being written are at the
     ///   limit of sessions; as ``poll(_:subject:database:)``.
@@ -133,65 +154,114 @@ final class RelayHub: Sendable {
                 "a user reads at most \(Self.maximumSessionsPerSubject) streams at once")
         }
         let key = try await open(request, subject: subject, database: database, registering: false)
-        let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let (ended, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let waiter = state.withLock { state -> UInt64? in
             guard var session = state.sessions[key] else { return nil }
             let waiter = state.nextWaiter
             state.nextWaiter += 1
-            session.wake?.finish()
+            session.endStream()
             (session.wake, session.waiter, session.streaming) = (wake, waiter, true)
             (session.streamEnds, session.lastSeen) = (ends, .now)
             state.sessions[key] = session
             return waiter
         }
-        if waiter != nil { wake.yield() } else { wake.finish() }
-        return Stream(key: key, waiter: waiter ?? 0, wakes: wakes)
+        if waiter == nil { wake.finish() }
+        return Stream(key: key, waiter: waiter ?? 0, ended: ended)
     }
 
-    /// The stream's answer is being written: counted against its user's streams until
-    /// ``close(_:started:)``; `false` (nothing counted) when the user's streams are at the
-    /// limit. `abort` closes its connection: ``beat(now:)`` calls it when the stream is still
-    /// written `RelayWire.deadLinkSeconds` after its end (a write its client never takes).
-    func started(_ stream: Stream, abort: @escaping @Sendable () -> Void) -> Bool {
-        state.withLock { state in
-            guard state.streams[stream.key.subject, default: 0] < Self.maximumSessionsPerSubject else { return false }
+    /// The stream's answer is being written, to `outlet`: counted against its user's
+    /// streams until ``close(_:started:)``; `false` (nothing counted, nothing written) when
+    /// the user's streams are at the limit. Its first line is scheduled at once.
+    /// ``beat(now:)`` calls the outlet's `abort` when the stream is still written
+    /// `RelayWire.deadLinkSeconds` after its end (a write its client never takes).
+    func started(_ stream: Stream, outlet: StreamOutlet) -> Bool {
+        let first = state.withLock { state -> [StreamFlush]? in
+            guard state.streams[stream.key.subject, default: 0] < Self.maximumSessionsPerSubject else { return nil }
             state.streams[stream.key.subject, default: 0] += 1
-            state.writing[stream.waiter] = (state.sessions[stream.key]?.streamEnds ?? .now, abort)
-            return true
+            state.writing[stream.waiter] = (state.sessions[stream.key]?.streamEnds ?? .now, outlet.abort)
+            guard let index = state.sessions.index(forKey: stream.key),
+                  state.sessions.values[index].streaming, state.sessions.values[index].waiter == stream.waiter
+            else { return [] }
+            state.sessions.values[index].outlet = outlet
+            state.sessions.values[index].flushing = true
+            return [StreamFlush(key: stream.key, waiter: stream.waiter, outlet: outlet)]
         }
+        guard let first else { return false }
+        schedule(first)
+        return true
     }
 
-    /// The stream's queued hints (none: a heartbeat), or `nil` when it should end: its time
-    /// is up, its session was forgotten, or another poll or stream of it took over.
-    func drain(_ stream: Stream, now: ContinuousClock.Instant = .now) -> [RemoteNotification]? {
+    /// The hub writes no more of the stream, and ends it if it had not ended: its caller
+    /// writes the answer's end next. The session, unless another poll or stream took it,
+    /// waits for its client's next poll or stream, and is forgotten after
+    /// `RelayWire.deadLinkSeconds` without one.
+    func stop(_ stream: Stream) {
         state.withLock { state in
-            guard var session = state.sessions[stream.key], session.streaming, session.waiter == stream.waiter,
-                  now < session.streamEnds
-            else { return nil }
-            session.lastSeen = now
-            let hints = session.queue.drain()
-            state.sessions[stream.key] = session
-            return hints
+            guard let index = state.sessions.index(forKey: stream.key), state.sessions.values[index].streaming,
+                  state.sessions.values[index].waiter == stream.waiter
+            else { return }
+            state.sessions.values[index].endStream()
+            state.sessions.values[index].lastSeen = .now
         }
     }
 
-    /// The stream ended (`started`: after ``started(_:)`` said yes): the session, unless
-    /// another poll or stream took it, waits for its client's next poll or stream, and is
-    /// forgotten after `RelayWire.deadLinkSeconds` without one.
+    /// The stream's answer is written (`started`: after ``started(_:outlet:)`` said yes).
     func close(_ stream: Stream, started: Bool) {
+        stop(stream)
+        guard started else { return }
         state.withLock { state in
-            if started {
-                state.streams[stream.key.subject, default: 1] -= 1
-                if state.streams[stream.key.subject] == 0 { state.streams[stream.key.subject] = nil }
-                state.writing[stream.waiter] = nil
-            }
-            guard var session = state.sessions[stream.key], session.streaming, session.waiter == stream.waiter else { return }
-            session.streaming = false
-            session.wake?.finish()
-            session.wake = nil
-            session.lastSeen = .now
-            state.sessions[stream.key] = session
+            state.streams[stream.key.subject, default: 1] -= 1
+            if state.streams[stream.key.subject] == 0 { state.streams[stream.key.subject] = nil }
+            state.writing[stream.waiter] = nil
         }
+    }
+
+    /// A write of a stream's queue to schedule on its outlet's loop.
+    private struct StreamFlush {
+        let key: SessionKey
+        let waiter: UInt64
+        let outlet: StreamOutlet
+    }
+
+    /// Schedules the writes: one job per event loop.
+    private func schedule(_ flushes: [StreamFlush]) {
+        guard !flushes.isEmpty else { return }
+        var byLoop: [ObjectIdentifier: [StreamFlush]] = [:]
+        for flush in flushes { byLoop[ObjectIdentifier(flush.outlet.loop), default: []].append(flush) }
+        for batch in byLoop.values {
+            batch[0].outlet.loop.execute { [self] in flush(batch) }
+        }
+    }
+
+    /// Writes each stream's queue (none: a heartbeat), on its outlet's loop. A stream that
+    /// ended or was taken over is skipped; one whose connection takes nothing now keeps its
+    /// queue for a later write (a hint's, or the next ``beat(now:)``'s).
+    private func flush(_ batch: [StreamFlush], now: ContinuousClock.Instant = .now) {
+        let writes = state.withLock { state in
+            batch.compactMap { flush -> (StreamOutlet, [RemoteNotification])? in
+                guard let index = state.sessions.index(forKey: flush.key), state.sessions.values[index].outlet != nil,
+                      state.sessions.values[index].waiter == flush.waiter
+                else { return nil }
+                state.sessions.values[index].flushing = false
+                guard now < state.sessions.values[index].streamEnds, flush.outlet.isWritable() else { return nil }
+                state.sessions.values[index].lastSeen = now
+                return (flush.outlet, state.sessions.values[index].queue.drain())
+            }
+        }
+        for (outlet, hints) in writes {
+            do {
+                outlet.write(try lines.line(for: hints))
+            } catch {
+                // Never seen: hints always encode. The client's next stream gets them again
+                // (the relay resends a zone's latest hint to a client behind it).
+                outlet.abort()
+            }
+        }
+    }
+
+    /// How many hints wait in the session's queue (for tests).
+    func queued(subject: String, session: String) -> Int {
+        state.withLock { $0.sessions[SessionKey(subject: subject, id: session)]?.queue.count ?? 0 }
     }
 
     /// Whether a long poll of the session waits now (for tests).
@@ -201,22 +271,33 @@ final class RelayHub: Sendable {
         }
     }
 
-    /// Wakes each stream that has sent nothing for about `RelayWire.pollSeconds` (to send a
-    /// heartbeat) or whose time is up (to end); called every second.
+    /// Ends each stream whose time is up; writes each stream that has written nothing for
+    /// about `RelayWire.pollSeconds` (a heartbeat) or whose queue waits for its connection to
+    /// take a line; closes the connection of a stream still written long after its end.
+    /// Called every second.
     func beat(now: ContinuousClock.Instant = .now) {
-        let (due, stuck) = state.withLock { state in
-            let due = state.sessions.values.compactMap { session in
-                session.streaming
-                    && (now - session.lastSeen >= .seconds(RelayWire.pollSeconds) - .milliseconds(500)
-                        || now >= session.streamEnds)
-                    ? session.wake : nil
+        let (ended, due, stuck) = state.withLock { state in
+            var ended: [AsyncStream<Void>.Continuation] = []
+            var due: [StreamFlush] = []
+            let quiet = Duration.seconds(RelayWire.pollSeconds) - .milliseconds(500)
+            for index in state.sessions.indices where state.sessions.values[index].streaming {
+                if now >= state.sessions.values[index].streamEnds {
+                    if let wake = state.sessions.values[index].wake { ended.append(wake) }
+                } else if let outlet = state.sessions.values[index].outlet, !state.sessions.values[index].flushing,
+                    !state.sessions.values[index].queue.isEmpty || now - state.sessions.values[index].lastSeen >= quiet
+                {
+                    state.sessions.values[index].flushing = true
+                    due.append(StreamFlush(
+                        key: state.sessions.keys[index], waiter: state.sessions.values[index].waiter, outlet: outlet))
+                }
             }
             // Closed once: the write then fails, and the stream's close(_:started:) forgets it.
             let stuck = state.writing.filter { now - $0.value.ends > .seconds(RelayWire.deadLinkSeconds) }
             for number in stuck.keys { state.writing[number]?.ends = .now + .seconds(3600) }
-            return (due, stuck.values.map(\.abort))
+            return (ended, due, stuck.values.map(\.abort))
         }
-        for wake in due { wake.yield() }
+        for wake in ended { wake.finish() }
+        schedule(due)
         for abort in stuck { abort() }
     }
 
@@ -257,8 +338,7 @@ final class RelayHub: Sendable {
             let waiter = state.nextWaiter
             state.nextWaiter += 1
             // A poll takes the session over from another poll or a stream of it.
-            session.wake?.finish()
-            session.streaming = false
+            session.endStream()
             session.waiter = waiter
             let waiting = session.queue.isEmpty
             session.wake = waiting ? wake : nil
@@ -419,20 +499,31 @@ final class RelayHub: Sendable {
     }
 
     private func enqueue(_ notification: RemoteNotification, for sessions: Set<SessionKey>) {
-        let wakes = state.withLock { state -> [AsyncStream<Void>.Continuation] in
+        let (wakes, flushes) = state.withLock { state in
             var wakes: [AsyncStream<Void>.Continuation] = []
+            var flushes: [StreamFlush] = []
             for key in sessions {
-                guard state.sessions[key]?.zones.contains(notification.zone) == true else { continue }
-                state.sessions[key]?.queue.add(notification)  // in place: no copy of the queue
-                let latest = state.sessions[key]?.latest[notification.zone]
+                // In place, through the index: no copy of the session or its queue.
+                guard let index = state.sessions.index(forKey: key),
+                      state.sessions.values[index].zones.contains(notification.zone)
+                else { continue }
+                state.sessions.values[index].queue.add(notification)
+                let latest = state.sessions.values[index].latest[notification.zone]
                 if latest.map({ $0.generation != notification.token.generation || $0 < notification.token }) ?? true {
-                    state.sessions[key]?.latest[notification.zone] = notification.token
+                    state.sessions.values[index].latest[notification.zone] = notification.token
                 }
-                if let wake = state.sessions[key]?.wake { wakes.append(wake) }
+                if let outlet = state.sessions.values[index].outlet {
+                    guard !state.sessions.values[index].flushing else { continue }
+                    state.sessions.values[index].flushing = true
+                    flushes.append(StreamFlush(key: key, waiter: state.sessions.values[index].waiter, outlet: outlet))
+                } else if !state.sessions.values[index].streaming, let wake = state.sessions.values[index].wake {
+                    wakes.append(wake)
+                }
             }
-            return wakes
+            return (wakes, flushes)
         }
         for wake in wakes { wake.yield() }
+        schedule(flushes)
     }
 
     /// Forgets the sessions that have not polled for `RelayWire.deadLinkSeconds` and are not

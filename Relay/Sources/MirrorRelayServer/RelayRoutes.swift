@@ -30,8 +30,6 @@ struct RelayRoutes: Sendable {
     let maximumAssetBytes: Int
     /// The request bodies held at once (`--max-inflight-bytes`).
     let budget: RelayBodyBudget
-    /// The last line of hints a stream wrote, which the streams of the same zone write next.
-    let streamLines = StreamLines()
     let logger: Logger
 
     func add(to router: Router<RelayRequestContext>) {
@@ -128,27 +126,27 @@ struct RelayRoutes: Sendable {
         let database = try await users.database(for: subject)
         let ends = ContinuousClock.now + .seconds(min(Double(RelayWire.streamSeconds), expires.timeIntervalSinceNow))
         let stream = try await hub.openStream(body, subject: subject, database: database, until: ends)
-        let (hub, lines) = (hub, streamLines)
+        let hub = hub
         return Response(
             status: .ok, headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store"],
             body: ResponseBody { writer in
-                // Counted against the user's streams while it is written (a client that stops
-                // reading holds its stream until the write fails, its session swept).
-                // A write its client does not take (the stream's time passed, and then the
-                // dead-link time) ends with the connection, which the hub closes.
-                let started = hub.started(stream) { channel.close(promise: nil) }
-                defer { hub.close(stream, started: started) }
+                // The head is written: from here the hub writes the stream's lines on its
+                // connection's loop (StreamOutlet). Counted against the user's streams until
+                // the last chunk is written: a client that stops reading holds its stream
+                // until that write fails, or the hub closes its connection the dead-link
+                // time after the stream's end.
+                let started = hub.started(stream, outlet: StreamOutlet(channel: channel))
                 if started {
                     // The relay shutting down (SIGTERM) ends the stream at once.
-                    try await withGracefulShutdownHandler {
-                        for await _ in stream.wakes {
-                            guard let hints = hub.drain(stream) else { break }
-                            try await writer.write(lines.line(for: hints))
-                        }
+                    await withGracefulShutdownHandler {
+                        for await _ in stream.ended {}
                     } onGracefulShutdown: {
-                        hub.close(stream, started: false)
+                        hub.stop(stream)
                     }
                 }
+                // No line may follow the last chunk: the hub stops writing first.
+                hub.stop(stream)
+                defer { hub.close(stream, started: started) }
                 try await writer.finish(nil)
             })
     }
@@ -380,23 +378,5 @@ struct RelayErrorMiddleware: RouterMiddleware {
         } catch {
             return RelayFailure.response(for: error)
         }
-    }
-}
-
-/// The line a stream writes for some hints (their JSON and `\n`), encoded once for every
-/// stream that writes the same hints next: a commit to a zone that a thousand clients watch
-/// is usually the one hint each of their queues holds.
-final class StreamLines: Sendable {
-    private let last = Mutex<(hints: [RemoteNotification], line: ByteBuffer)?>(nil)
-
-    func line(for hints: [RemoteNotification]) throws -> ByteBuffer {
-        if let line = last.withLock({ $0.flatMap { $0.hints == hints ? $0.line : nil } }) { return line }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .withoutEscapingSlashes
-        var data = try encoder.encode(RelayWire.Hints(hints: hints))
-        data.append(0x0A)
-        let line = ByteBuffer(bytes: data)
-        last.withLock { $0 = (hints, line) }
-        return line
     }
 }

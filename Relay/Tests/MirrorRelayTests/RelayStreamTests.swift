@@ -6,6 +6,8 @@ import MirrorTestSupport
 @_spi(Relay) import MagicMirrorPostgreSQL
 @_spi(RelayProtocol) import MagicMirrorRelay
 @testable import MirrorRelayServer
+import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -127,14 +129,15 @@ struct RelayStreamTests {
                 _ = try await database.commit(
                     [.save("a", fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1, counter: 0))], to: zone)
             }
+            let outlet = RecordingOutlet()
+            #expect(hub.started(stream, outlet: outlet.outlet))
             var heard: [String] = []
-            for await _ in stream.wakes {
-                guard let hints = hub.drain(stream) else { break }
+            for await hints in outlet.lines {
                 heard += hints.flatMap(\.recordIDs)
                 if heard.contains("a") { break }
             }
             #expect(heard.contains("a"), "the stream hears the commit")
-            hub.close(stream, started: false)
+            hub.close(stream, started: true)
         }
     }
 
@@ -189,7 +192,7 @@ struct RelayStreamTests {
             var streams: [RelayHub.Stream] = []
             for index in 0..<RelayHub.maximumSessionsPerSubject {
                 let stream = try await open("s\(index)")
-                #expect(hub.started(stream) {})
+                #expect(hub.started(stream, outlet: RecordingOutlet().outlet))
                 streams.append(stream)
             }
             // Their sessions swept (as a stuck client's are): the streams still count.
@@ -198,7 +201,7 @@ struct RelayStreamTests {
             #expect(refused?.status == .tooManyRequests)
             hub.close(streams[0], started: true)
             let more = try await open("more")
-            #expect(hub.started(more) {})
+            #expect(hub.started(more, outlet: RecordingOutlet().outlet))
         }
     }
 
@@ -211,36 +214,98 @@ struct RelayStreamTests {
                 try await HubFixture.openStream(hub, user: user, database: database, session: session)
             }
             let (stuck, ended) = (try await open("stuck"), try await open("ended"))
-            let closed = Mutex<[String]>([])
-            #expect(hub.started(stuck) { closed.withLock { $0.append("stuck") } })
-            #expect(hub.started(ended) { closed.withLock { $0.append("ended") } })
+            let (stuckOutlet, endedOutlet) = (RecordingOutlet(), RecordingOutlet())
+            #expect(hub.started(stuck, outlet: stuckOutlet.outlet))
+            #expect(hub.started(ended, outlet: endedOutlet.outlet))
             hub.close(ended, started: true)
             hub.beat(now: .now + .seconds(RelayWire.streamSeconds))
-            #expect(closed.withLock { $0 }.isEmpty, "within its time")
+            #expect(stuckOutlet.aborts == 0, "within its time")
             let late = ContinuousClock.now + .seconds(RelayWire.streamSeconds + RelayWire.deadLinkSeconds + 1)
             hub.beat(now: late)
             hub.beat(now: late + .seconds(1))
-            #expect(closed.withLock { $0 } == ["stuck"])
+            #expect(stuckOutlet.aborts == 1)
+            #expect(endedOutlet.aborts == 0)
         }
     }
 
-    /// The hub forgets a stream's session that drains nothing for the dead-link time (a
-    /// client that stopped reading), ending its wakes, with its subscriptions; one that drains
-    /// stays.
-    @Test func aStreamThatIsNotDrainedIsForgotten() async throws {
+    /// The hub forgets a stream's session that wrote nothing for the dead-link time (a
+    /// client that stopped reading), ending the stream, with its subscriptions; one written
+    /// a moment ago stays.
+    @Test func aStreamThatWritesNothingIsForgotten() async throws {
         try await HubFixture.with { relay, hub, user, database in
             let stream = try await HubFixture.openStream(hub, user: user, database: database, session: "s1")
-            #expect(hub.drain(stream) == [])
+            let outlet = RecordingOutlet()
+            #expect(hub.started(stream, outlet: outlet.outlet))
+            var lines = outlet.lines.makeAsyncIterator()
+            #expect(await lines.next() == [], "the first line: nothing queued yet")
             hub.sweep(now: .now + .seconds(RelayWire.deadLinkSeconds - 1))
-            #expect(hub.counts.sessions == 1, "drained a moment ago")
-            hub.beat(now: .now + .seconds(RelayWire.pollSeconds))
+            #expect(hub.counts.sessions == 1, "written a moment ago")
             hub.sweep(now: .now + .seconds(RelayWire.deadLinkSeconds + 1))
             #expect(hub.counts == (sessions: 0, watches: 0))
-            #expect(hub.drain(stream) == nil)
-            var wakes = 0
-            for await _ in stream.wakes { wakes += 1 }  // ends: the session is gone
-            #expect(wakes >= 1)
+            for await _ in stream.ended {}  // ends: the session is gone
+            hub.close(stream, started: true)
         }
+    }
+
+    /// A stream whose connection takes nothing now (its client reads slowly: the send
+    /// buffer is full) keeps its hints in its queue, and writes them once the connection
+    /// takes lines again.
+    @Test func aStreamWhoseConnectionIsFullKeepsItsHints() async throws {
+        try await HubFixture.with { relay, hub, user, database in
+            let zone = ZoneID.private("Todo", user: user)
+            let stream = try await HubFixture.openStream(hub, user: user, database: database, session: "s1")
+            let outlet = RecordingOutlet(writable: false)
+            #expect(hub.started(stream, outlet: outlet.outlet))
+            try await PostgreSQLActingUser.$current.withValue(PostgreSQLActingUser(role: user)) {
+                _ = try await database.commit(
+                    [.save("a", fields: Data("{}".utf8), baseVersion: 0, timestamp: HLCTimestamp(millis: 1, counter: 0))], to: zone)
+            }
+            let deadline = ContinuousClock.now + .seconds(60)
+            while hub.queued(subject: user, session: "s1") == 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(hub.queued(subject: user, session: "s1") == 1, "the commit's hint waits in the queue")
+            #expect(outlet.written == 0, "nothing is written while the connection takes nothing")
+            outlet.setWritable(true)
+            hub.beat()
+            var heard: [String] = []
+            for await hints in outlet.lines {
+                heard += hints.flatMap(\.recordIDs)
+                if heard.contains("a") { break }
+            }
+            #expect(heard.contains("a"))
+            hub.close(stream, started: true)
+        }
+    }
+}
+
+/// A stream's connection as the hub sees it: each line written is kept (decoded) in
+/// `lines`; whether it takes lines is the test's to say; its closes are counted.
+final class RecordingOutlet: Sendable {
+    let lines: AsyncStream<[RemoteNotification]>
+    private let continuation: AsyncStream<[RemoteNotification]>.Continuation
+    private let state: Mutex<(writable: Bool, written: Int, aborts: Int)>
+
+    init(writable: Bool = true) {
+        (lines, continuation) = AsyncStream.makeStream()
+        state = Mutex((writable, 0, 0))
+    }
+
+    var written: Int { state.withLock { $0.written } }
+    var aborts: Int { state.withLock { $0.aborts } }
+    func setWritable(_ writable: Bool) { state.withLock { $0.writable = writable } }
+
+    var outlet: StreamOutlet {
+        StreamOutlet(
+            loop: MultiThreadedEventLoopGroup.singleton.next(),
+            isWritable: { [self] in state.withLock { $0.writable } },
+            write: { [self] line in
+                state.withLock { $0.written += 1 }
+                let hints = (try? JSONDecoder().decode(RelayWire.Hints.self, from: Data(line.readableBytesView)))?.hints
+                continuation.yield(hints ?? [RemoteNotification(
+                    databaseIdentifier: "", zone: .public("NotHints"), recordIDs: [], reason: .updated, token: .initial)])
+            },
+            abort: { [self] in state.withLock { $0.aborts += 1 } })
     }
 }
 
