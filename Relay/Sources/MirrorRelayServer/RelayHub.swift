@@ -234,8 +234,9 @@ final class RelayHub: Sendable {
     }
 
     /// Writes each stream's queue (none: a heartbeat), on its outlet's loop. A stream that
-    /// ended or was taken over is skipped; one whose connection takes nothing now keeps its
-    /// queue for a later write (a hint's, or the next ``beat(now:)``'s).
+    /// ended or was taken over is skipped; one whose connection closed ends; one whose
+    /// connection takes nothing now keeps its queue for a later write (a hint's, or the next
+    /// ``beat(now:)``'s).
     private func flush(_ batch: [StreamFlush], now: ContinuousClock.Instant = .now) {
         let writes = state.withLock { state in
             batch.compactMap { flush -> (StreamOutlet, [RemoteNotification])? in
@@ -243,6 +244,10 @@ final class RelayHub: Sendable {
                       state.sessions.values[index].waiter == flush.waiter
                 else { return nil }
                 state.sessions.values[index].flushing = false
+                guard flush.outlet.isOpen() else {
+                    state.sessions.values[index].endStream()
+                    return nil
+                }
                 guard now < state.sessions.values[index].streamEnds, flush.outlet.isWritable() else { return nil }
                 state.sessions.values[index].lastSeen = now
                 return (flush.outlet, state.sessions.values[index].queue.drain())

@@ -21,6 +21,9 @@ import Synchronization
 struct StreamOutlet: Sendable {
     /// The loop that ``write`` runs on.
     let loop: any EventLoop
+    /// Whether the connection is open: a stream whose client closed its connection ends at
+    /// its next write (a heartbeat's at the latest), and no longer counts against its user.
+    let isOpen: @Sendable () -> Bool
     /// Whether the connection takes a line now: a client that stops reading fills its send
     /// buffer, and its hints wait in its queue (bounded, coalesced) instead of in memory here.
     let isWritable: @Sendable () -> Bool
@@ -32,16 +35,17 @@ struct StreamOutlet: Sendable {
     /// A stream's connection, whose answer's head was written: lines go as chunks of the body.
     init(channel: any Channel) {
         loop = channel.eventLoop
+        isOpen = { channel.isActive }
         isWritable = { channel.isWritable }
         write = { line in channel.writeAndFlush(HTTPResponsePart.body(line), promise: nil) }
         abort = { channel.close(promise: nil) }
     }
 
     init(
-        loop: any EventLoop, isWritable: @escaping @Sendable () -> Bool, write: @escaping @Sendable (ByteBuffer) -> Void,
-        abort: @escaping @Sendable () -> Void
+        loop: any EventLoop, isOpen: @escaping @Sendable () -> Bool, isWritable: @escaping @Sendable () -> Bool,
+        write: @escaping @Sendable (ByteBuffer) -> Void, abort: @escaping @Sendable () -> Void
     ) {
-        (self.loop, self.isWritable, self.write, self.abort) = (loop, isWritable, write, abort)
+        (self.loop, self.isOpen, self.isWritable, self.write, self.abort) = (loop, isOpen, isWritable, write, abort)
     }
 }
 

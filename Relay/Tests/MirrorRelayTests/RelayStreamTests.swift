@@ -247,6 +247,31 @@ struct RelayStreamTests {
         }
     }
 
+    /// A stream whose client closed its connection ends at its next write (here, a
+    /// heartbeat's), and frees its place among its user's streams, where it held it until
+    /// the stream's time was up.
+    @Test func aStreamWhoseConnectionClosedEndsAtItsNextWrite() async throws {
+        try await HubFixture.with { relay, hub, user, database in
+            let stream = try await HubFixture.openStream(hub, user: user, database: database, session: "s1")
+            let outlet = RecordingOutlet()
+            #expect(hub.started(stream, outlet: outlet.outlet))
+            var lines = outlet.lines.makeAsyncIterator()
+            #expect(await lines.next() == [], "the first line")
+            outlet.close()
+            hub.beat(now: .now + .seconds(RelayWire.pollSeconds))
+            for await _ in stream.ended {}  // ends: its connection closed
+            hub.close(stream, started: true)
+            #expect(hub.counts.sessions == 1, "the session waits for its client's next stream")
+            #expect(outlet.written == 1, "nothing written after the close")
+            // Its place among the user's streams is free again: sixteen more are written, its
+            // session's next stream and fifteen of other sessions.
+            for session in ["s1"] + (1..<RelayHub.maximumSessionsPerSubject).map({ "m\($0)" }) {
+                let more = try await HubFixture.openStream(hub, user: user, database: database, session: session)
+                #expect(hub.started(more, outlet: RecordingOutlet().outlet))
+            }
+        }
+    }
+
     /// A stream whose connection takes nothing now (its client reads slowly: the send
     /// buffer is full) keeps its hints in its queue, and writes them once the connection
     /// takes lines again.
@@ -284,20 +309,23 @@ struct RelayStreamTests {
 final class RecordingOutlet: Sendable {
     let lines: AsyncStream<[RemoteNotification]>
     private let continuation: AsyncStream<[RemoteNotification]>.Continuation
-    private let state: Mutex<(writable: Bool, written: Int, aborts: Int)>
+    private let state: Mutex<(open: Bool, writable: Bool, written: Int, aborts: Int)>
 
     init(writable: Bool = true) {
         (lines, continuation) = AsyncStream.makeStream()
-        state = Mutex((writable, 0, 0))
+        state = Mutex((true, writable, 0, 0))
     }
 
     var written: Int { state.withLock { $0.written } }
     var aborts: Int { state.withLock { $0.aborts } }
     func setWritable(_ writable: Bool) { state.withLock { $0.writable = writable } }
+    /// The client closed the connection.
+    func close() { state.withLock { $0.open = false } }
 
     var outlet: StreamOutlet {
         StreamOutlet(
             loop: MultiThreadedEventLoopGroup.singleton.next(),
+            isOpen: { [self] in state.withLock { $0.open } },
             isWritable: { [self] in state.withLock { $0.writable } },
             write: { [self] line in
                 state.withLock { $0.written += 1 }
