@@ -15,7 +15,8 @@ import MagicMirror
 /// Every request carries the token that `tokenProvider` returns; when the relay answers
 /// that the token expired, the provider is called again once and the request sent again. A
 /// commit carries an idempotency key: sent again after a lost answer, it is applied once.
-/// Subscriptions share one long poll (`/v1/watch`); a notification is only a hint. It is a
+/// Subscriptions share one stream (`/v1/stream`, read through a `URLSession` data delegate);
+/// a notification is only a hint. It is a
 /// `SharingDatabase` and an `AssetDatabase`: assets are streamed both ways, an upload from
 /// the file, a download into a file of a cache directory that the database removes when it
 /// is released.

@@ -97,43 +97,101 @@ final class RelayTransport: Sendable {
         }
         var refreshed = false
         while true {
-            let bearer = try await currentToken(refresh: refreshed)
-            var request = URLRequest(url: url, timeoutInterval: timeout)
-            request.httpMethod = "POST"
-            switch payload {
-            case .data(let data, let contentType):
-                request.httpBody = data
-                request.setValue(contentType, forHTTPHeaderField: "Content-Type")
-            case .file:
-                request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
-            }
-            request.setValue("Bearer " + bearer, forHTTPHeaderField: "Authorization")
-            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+            let request = try await request(url, payload: payload, headers: headers, timeout: timeout, refreshing: refreshed)
             let (code, answer): (Int, Data)
             do {
                 (code, answer) = try await Self.send(request, payload: payload, downloadingTo: destination, on: session)
-            } catch let error as MirrorError {
-                throw error
             } catch {
-                throw MirrorError(
-                    .unavailable, "the relay at \(baseURL.absoluteString) cannot be reached: \(error.localizedDescription)",
-                    underlying: error)
+                throw unreachable(error)
             }
             if (200..<300).contains(code) { return (code, answer) }
-            let detail = (try? JSONDecoder().decode(RelayWire.ErrorBody.self, from: answer))?.error
-            if detail == nil, Self.gatewayStatuses.contains(code) {
-                // Not the relay's answer but a balancer's in front of it: the relay died or
-                // could not be reached, perhaps after storing a commit.
+            try refuse(status: code, body: answer, path: path, refreshed: &refreshed)
+        }
+    }
+
+    /// `/v1/<path>`'s request: POST, the payload, the token (a new one when `refreshing`).
+    private func request(
+        _ url: URL, payload: Payload, headers: [String: String], timeout: TimeInterval, refreshing: Bool
+    ) async throws -> URLRequest {
+        let bearer = try await currentToken(refresh: refreshing)
+        var request = URLRequest(url: url, timeoutInterval: timeout)
+        request.httpMethod = "POST"
+        switch payload {
+        case .data(let data, let contentType):
+            request.httpBody = data
+            request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+        case .file:
+            request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
+        }
+        request.setValue("Bearer " + bearer, forHTTPHeaderField: "Authorization")
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        return request
+    }
+
+    /// A request that failed on the way: `unavailable`, unless it is a ``MirrorError`` already.
+    private func unreachable(_ error: any Error) -> MirrorError {
+        if let error = error as? MirrorError { return error }
+        return MirrorError(
+            .unavailable, "the relay at \(baseURL.absoluteString) cannot be reached: \(error.localizedDescription)",
+            underlying: error)
+    }
+
+    /// An answer that is not 2xx: returns (with `refreshed` set) when the token expired and
+    /// was not refreshed yet, so that the request is sent again with a new one; throws the
+    /// error the answer names otherwise.
+    private func refuse(status code: Int, body answer: Data, path: String, refreshed: inout Bool) throws {
+        let detail = (try? JSONDecoder().decode(RelayWire.ErrorBody.self, from: answer))?.error
+        if detail == nil, Self.gatewayStatuses.contains(code) {
+            // Not the relay's answer but a balancer's in front of it: the relay died or
+            // could not be reached, perhaps after storing a commit.
+            throw MirrorError(
+                .unavailable,
+                "the relay behind \(baseURL.absoluteString) cannot be reached: a gateway answered \(path) with HTTP \(code)",
+                underlying: GatewayFailure(status: code))
+        }
+        if code == 401, detail?.code == "tokenExpired", !refreshed {
+            refreshed = true
+            return
+        }
+        throw Self.mirrorError(status: code, detail, path: path)
+    }
+
+    /// POSTs `body` to `/v1/<path>` and hands each line of the streamed answer to `line` as
+    /// it arrives, until the answer ends (`true`) or `reader` is cancelled (`false`).
+    ///
+    /// - Parameters:
+    ///   - silence: How long the answer may send nothing before the link is taken for dead.
+    /// - Throws: As ``post(_:_:headers:timeout:as:)``; `unavailable` when nothing arrived
+    ///   for `silence`.
+    func stream<Body: Encodable>(
+        _ path: String, _ body: Body, silence: Duration, reader: @escaping @Sendable () -> RelayLineReader
+    ) async throws -> Bool {
+        let url = baseURL.appendingPathComponent("v1/" + path)
+        let payload = Payload.data(try Self.encode(body), contentType: "application/json")
+        var refreshed = false
+        while true {
+            // The session's timeout is for the whole answer on some platforms: the stream's
+            // own silence is watched by the reader instead.
+            let request = try await request(
+                url, payload: payload, headers: [:], timeout: TimeInterval(RelayWire.streamSeconds * 2), refreshing: refreshed)
+            let answer: (status: Int, errorBody: Data, ending: RelayLineReader.Ending?)
+            do {
+                answer = try await reader().read(request, configuration: session.configuration, silence: silence)
+            } catch {
+                throw unreachable(error)
+            }
+            switch answer.ending {
+            case .cancelled: return false
+            case .silent:
                 throw MirrorError(
-                    .unavailable,
-                    "the relay behind \(baseURL.absoluteString) cannot be reached: a gateway answered \(path) with HTTP \(code)",
-                    underlying: GatewayFailure(status: code))
+                    .unavailable, "the relay at \(baseURL.absoluteString) sent nothing on \(path) for \(silence)",
+                    underlying: URLError(.timedOut))
+            case .malformed:
+                throw MirrorError(.unavailable, "the relay at \(baseURL.absoluteString) answered \(path) with a line that is not the protocol's")
+            case nil: break
             }
-            if code == 401, detail?.code == "tokenExpired", !refreshed {
-                refreshed = true
-                continue
-            }
-            throw Self.mirrorError(status: code, detail, path: path)
+            if (200..<300).contains(answer.status) { return true }
+            try refuse(status: answer.status, body: answer.errorBody, path: path, refreshed: &refreshed)
         }
     }
 

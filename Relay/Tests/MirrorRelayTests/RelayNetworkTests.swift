@@ -50,13 +50,13 @@ struct RelayNetworkTests {
             // once, and keeps trying. Meanwhile another writer adds an item.
             try await network.cut(host: 1)
             try await add("during the cut")
-            try await watcher.waitForStandardError(containing: "lost the long poll", timeout: .seconds(120))
+            try await watcher.waitForStandardError(containing: "lost the stream", timeout: .seconds(120))
             try await network.heal(host: 1)
             // Healed: the app polls again and pulls what it missed, then hears what follows.
             #expect(try await inserted() == "during the cut")
             try await add("after the heal")
             #expect(try await inserted() == "after the heal")
-            #expect(watcher.standardError.components(separatedBy: "lost the long poll").count == 2, "\(watcher.standardError)")
+            #expect(watcher.standardError.components(separatedBy: "lost the stream").count == 2, "\(watcher.standardError)")
             watcher.kill(SIGINT)
             #expect(try await watcher.wait(timeout: .seconds(60)) == .exited(0))
             await started.stop()

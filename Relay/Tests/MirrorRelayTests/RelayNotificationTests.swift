@@ -34,6 +34,31 @@ struct RelayNotificationTests {
         }
     }
 
+    /// A zone subscribed while the client's stream is open is heard: the client opens its
+    /// stream again naming it (the relay ends the old one), and hears the zones it watched
+    /// before as well.
+    @Test func aZoneSubscribedWhileTheStreamIsOpenIsHeard() async throws {
+        try await RunningRelay.with { relay in
+            let listener = relay.client(RelayTestServer.uniqueName("user"))
+            let writer = relay.client(RelayTestServer.uniqueName("user"))
+            let (stream, continuation) = AsyncStream.makeStream(of: RemoteNotification.self)
+            let first = try listener.subscribe(to: .public("Todo")) { continuation.yield($0) }
+            defer { first.cancel() }
+            let before = try await writer.commit([Self.save("a", 1)], to: .public("Todo"))
+            _ = try await stream.waitUntil(timeout: .seconds(60), "the first zone's commit") { $0.token >= before.token }
+            let second = try listener.subscribe(to: .public("Notes")) { continuation.yield($0) }
+            defer { second.cancel() }
+            let added = try await writer.commit([Self.save("b", 2)], to: .public("Notes"))
+            _ = try await stream.waitUntil(timeout: .seconds(120), "the added zone's commit") {
+                $0.zone == .public("Notes") && $0.token >= added.token
+            }
+            let after = try await writer.commit([Self.save("c", 3)], to: .public("Todo"))
+            _ = try await stream.waitUntil(timeout: .seconds(60), "the first zone's next commit") {
+                $0.zone == .public("Todo") && $0.token >= after.token
+            }
+        }
+    }
+
     @Test func aUserHearsNothingOfAnotherUsersPrivateZone() async throws {
         try await RunningRelay.with { relay in
             let (aliceName, bobName) = (RelayTestServer.uniqueName("alice"), RelayTestServer.uniqueName("bob"))

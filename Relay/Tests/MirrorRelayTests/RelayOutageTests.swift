@@ -5,7 +5,7 @@ import MirrorTestSupport
 import Synchronization
 import Testing
 
-/// A lost long poll is not silent: the app hears of the outage once, as a transient
+/// A lost stream is not silent: the app hears of the outage once, as a transient
 /// `.mirrorError`, and hears other writers' changes again when the relay is back.
 @Suite(.timeLimit(.minutes(10)), .enabled(if: RelayTestServer.isAvailable, RelayTestServer.skipMessage))
 struct RelayOutageTests {
@@ -52,7 +52,7 @@ struct RelayOutageTests {
             let seen = outages.withLock { $0 }
             #expect(seen.count == 1, "\(seen.map(\.message))")
             #expect(seen.first?.kind == .unavailable)
-            #expect(seen.first?.message.contains("lost the long poll") == true, "\(seen.first?.message ?? "")")
+            #expect(seen.first?.message.contains("lost the stream") == true, "\(seen.first?.message ?? "")")
             await relay.stop()
         } catch {
             await relay.stop()
