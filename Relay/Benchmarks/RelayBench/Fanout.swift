@@ -155,13 +155,15 @@ enum Fanout {
             + String(
                 format: "writer, a task per commit) scheduled at %.0f/s, sent at %.1f/s (at most %.1f ms late), "
                     + "the last returned %.1f s after the first was sent (%.1f commits/s); a commit took p50 %.1f / "
-                    + "p99 %.1f ms to return; latency from a commit's send to the first answer "
+                    + "p99 %.1f ms to return; the first client to hear a commit heard it p50 %.1f / p99 %.1f ms after "
+                    + "its send; latency from a commit's send to the first answer "
                     + "naming its record, over %ld (client, commit) pairs; %ld pairs never arrived (within %.0f s of the "
                     + "last commit), %ld commits failed or were not applied, %ld hints were cut at %ld ids; each client "
                     + "was answered %.1f times a second, %.1f ids per answer; %ld polls were answered 503 (try again) "
                     + "and sent again; ",
                 step.rate, report.sendRate, lateness * 1000, seconds, Double(commits) / seconds, percentile(report.commitSeconds, 0.5) * 1000,
-                percentile(report.commitSeconds, 0.99) * 1000, sorted.count, missing, drainSeconds,
+                percentile(report.commitSeconds, 0.99) * 1000, percentile(report.firstHeard, 0.5) * 1000,
+                percentile(report.firstHeard, 0.99) * 1000, sorted.count, missing, drainSeconds,
                 commits - counts.applied, counts.cutHints, RelayWire.maximumHintIDs,
                 Double(counts.answers) / Double(step.clients) / seconds,
                 Double(counts.ids) / Double(max(1, counts.answers)), counts.retries)
@@ -213,6 +215,9 @@ final class FanoutBoard: WatchBoard {
         var latencies: [Double]
         /// The commits' durations, sorted, in seconds.
         var commitSeconds: [Double]
+        /// Per commit heard by any client, the latency of the first client that heard it,
+        /// sorted, in seconds: the way to the relay's fan-out, without the fan-out's spread.
+        var firstHeard: [Double]
         /// Commits sent per second, from the first send to the last.
         var sendRate: Double
     }
@@ -312,9 +317,14 @@ final class FanoutBoard: WatchBoard {
         state.withLock { state in
             let sent = state.sent.filter { !$0.isNaN }
             let span = (sent.max() ?? 0) - (sent.min() ?? 0)
+            let (clients, commits) = (state.warm.count, self.commits)
+            let latencies = state.latencies
+            let firstHeard = (0..<commits).compactMap { n in
+                (0..<clients).lazy.map { latencies[$0 * commits + n] }.filter { !$0.isNaN }.min()
+            }
             return Report(
                 counts: state.counts, latencies: state.latencies.filter { !$0.isNaN }.sorted(),
-                commitSeconds: state.commitSeconds.sorted(),
+                commitSeconds: state.commitSeconds.sorted(), firstHeard: firstHeard.sorted(),
                 sendRate: span > 0 ? Double(sent.count - 1) / span : .nan)
         }
     }
