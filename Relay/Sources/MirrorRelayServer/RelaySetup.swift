@@ -136,6 +136,18 @@ enum RelaySetup {
         static let roleRefused = "MR003"
     }
 
+    /// An expression that drops the session's cached memberships of the relay role, for a
+    /// `SET ROLE` to `p_subject` that the server refused: it computes the subject's
+    /// memberships instead, in the slot `SET ROLE` reads (`MEMBER` up to PostgreSQL 15, `SET`
+    /// from 16), so that the next `SET ROLE` reads the catalog again. A session can keep a
+    /// list that misses a role granted while it computed the list: see
+    /// `PostgreSQLActingUser.transaction(on:begin:logger:_:)`, which does the same for the
+    /// relay's other transactions.
+    static let forgetMemberships = """
+        pg_catalog.pg_has_role(p_subject::name, session_user,
+            CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 160000 THEN 'SET' ELSE 'MEMBER' END)
+        """
+
     /// The function's signature, as `GRANT` and `DROP` name it.
     static let commitSignature =
         "magicmirror_relay.commit(text, text, text, \(PostgreSQLActingUser.CommitFunction.commitRecords.types))"
@@ -149,9 +161,11 @@ enum RelaySetup {
     /// 2. with a key: raises `MR002` when the key was recorded with another digest, and
     ///    marks the commit a replay when with this one (`commit_records` then recognises
     ///    each operation as a retry and stores nothing again);
-    /// 3. sets the role to the subject for the rest of the transaction (`MR003` when the
-    ///    server refuses), and answers `commit_records`' rows, run as the subject, so that
-    ///    row-level security decides as for the subject's own statements;
+    /// 3. sets the role to the subject for the rest of the transaction, once more after a
+    ///    refusal with the session's cached memberships dropped (``forgetMemberships``), and
+    ///    raises `MR003` when the server refuses again; then answers `commit_records`' rows,
+    ///    run as the subject, so that row-level security decides as for the subject's own
+    ///    statements;
     /// 4. records the key as the relay role (back to the session's role) when the commit was
     ///    applied or refused, not when it stored nothing for another reason (delete rules,
     ///    assets), so that its retry is a first commit; a key recorded meanwhile by the same
@@ -192,12 +206,18 @@ enum RelaySetup {
                     replayed := true;
                 END IF;
             END IF;
-            -- 3. The commit, as the subject.
+            -- 3. The commit, as the subject; once more after a refusal, with the session's
+            -- cached memberships of the relay role dropped (see forgetMemberships).
             BEGIN
                 PERFORM set_config('role', p_subject, true);
             EXCEPTION WHEN insufficient_privilege THEN
-                RAISE EXCEPTION 'the server did not let this process act as % now (%)', p_subject, SQLERRM
-                    USING ERRCODE = '\(CommitState.roleRefused)';
+                PERFORM \(forgetMemberships);
+                BEGIN
+                    PERFORM set_config('role', p_subject, true);
+                EXCEPTION WHEN insufficient_privilege THEN
+                    RAISE EXCEPTION 'the server did not let this process act as % now (%)', p_subject, SQLERRM
+                        USING ERRCODE = '\(CommitState.roleRefused)';
+                END;
             END;
             FOR r IN SELECT * FROM magicmirror.commit_records(p_scope, p_owner, p_record_type, p_writer, p_ids, p_bases,
                                                              p_fields, p_deleted, p_millis, p_counters) LOOP

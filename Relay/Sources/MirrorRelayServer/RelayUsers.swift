@@ -90,9 +90,9 @@ final class RelayUsers: Sendable {
                 for try await _ in try await connection.query("SELECT magicmirror_relay.provision(\(subject))", logger: logger) {}
                 // The rows end before the statement's transaction commits; a statement after it
                 // on the same connection runs once it has, and checks that the relay is a member
-                // of the role. (A pooled session was still seen refusing `SET ROLE` to a user
-                // just provisioned, under load: PostgreSQLActingUser makes that a transient
-                // error; its cause is not found.)
+                // of the role. (A pooled session that computed its cached memberships while this
+                // grant landed keeps a list without the new role: PostgreSQLActingUser and
+                // magicmirror_relay.commit drop that list and set the role again once.)
                 var member = false
                 for try await (granted) in try await connection.query(
                     "SELECT pg_catalog.pg_has_role(\(subject), 'MEMBER')", logger: logger

@@ -95,37 +95,118 @@ import PostgresNIO
     }
 
     /// `body` in a transaction of its own, which `begin` starts, that first runs
-    /// ``beforeRole`` and sets the role.
+    /// ``beforeRole`` and sets the role (see ``transaction(on:begin:logger:_:)``).
     func wrap<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result, logger: Logger,
         begin: PostgresQuery = "BEGIN"
     ) -> @Sendable (PostgresConnection) async throws -> Result {
         { [self] connection in
-            try await connection.transaction(begin, logger: logger) {
-                try await enter(on: connection, logger: logger)
+            try await transaction(on: connection, begin: begin, logger: logger) { try await body($0) }
+        }
+    }
+
+    /// Runs `body` on `connection` in a transaction that `begin` starts, after ``beforeRole``
+    /// and `SET LOCAL ROLE`; `COMMIT` when it returns, `ROLLBACK` when it throws.
+    ///
+    /// When the server refuses the role (SQLSTATE `42501`), before `body` ran, the session's
+    /// cached memberships are dropped (``forgetMemberships``) and, for a user without
+    /// ``beforeRole``, the transaction runs once more on the same connection; a second
+    /// refusal is the membership's state now. With ``beforeRole`` the refusal is thrown (its
+    /// caller may keep state across the transactions of a request, as the relay's
+    /// idempotency key, recorded once per request, does), and the request's own retry finds
+    /// the session's memberships computed again.
+    ///
+    /// > Important: A PostgreSQL session caches the list of roles its role is a member of
+    /// > (`roles_is_member_of` in `acl.c`), and keeps as current a list that it computed while
+    /// > it read the invalidation of a `GRANT` made meanwhile (each of its catalog scans takes
+    /// > a lock, which reads the invalidations that arrived): `SET ROLE` to the role just
+    /// > granted is then refused in that session, in every later transaction, until another
+    /// > change of `pg_authid` or `pg_auth_members` arrives, while new sessions are let in. A
+    /// > process that grants roles as users come (`mirror-relay`, whose role is a member of
+    /// > every user's) meets it under load on its pooled sessions. The server gives no
+    /// > stronger guarantee, so the refusal is retried once, after the cache is dropped; a
+    /// > retry without it would be refused again.
+    ///
+    /// - Throws: `unavailable` (nothing stored) when the server refuses the role (twice, or
+    ///   once with ``beforeRole``); whatever ``beforeRole`` and `body` throw.
+    func transaction<Result>(
+        on connection: PostgresConnection, begin: PostgresQuery = "BEGIN", logger: Logger,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        do {
+            return try await connection.transaction(begin, logger: logger) {
+                try await enterOrRefuse(on: connection, logger: logger)
                 return try await body(connection)
+            }
+        } catch let refusal as RoleRefusal {
+            do {
+                for try await _ in try await connection.query(forgetMemberships, logger: logger) {}
+            } catch {
+                throw refusal.error(role: role)
+            }
+            guard beforeRole == nil else { throw refusal.error(role: role) }
+            do {
+                return try await connection.transaction(begin, logger: logger) {
+                    try await enterOrRefuse(on: connection, logger: logger)
+                    return try await body(connection)
+                }
+            } catch let refusal as RoleRefusal {
+                throw refusal.error(role: role)
             }
         }
     }
 
     /// Runs ``beforeRole`` and sets the role, first in a transaction that the caller began:
-    /// for a transaction that does not go through ``wrap(_:logger:begin:)``.
+    /// for a transaction that does not go through ``transaction(on:begin:logger:_:)`` (an
+    /// asset's upload, whose chunks are read as they are stored), which is not run again.
+    ///
+    /// - Throws: `unavailable` (nothing stored) when the server refuses the role.
     func enter(on connection: PostgresConnection, logger: Logger) async throws {
+        do {
+            try await enterOrRefuse(on: connection, logger: logger)
+        } catch let refusal as RoleRefusal {
+            throw refusal.error(role: role)
+        }
+    }
+
+    /// Runs ``beforeRole`` and sets the role.
+    ///
+    /// - Throws: ``RoleRefusal`` when the server refuses the role.
+    private func enterOrRefuse(on connection: PostgresConnection, logger: Logger) async throws {
         try await beforeRole?(connection, logger)
         do {
             try await connection.query(setRole, logger: logger)
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42501" {
-            // The connecting role is not a member of `role` for this session, now: a role
-            // just granted (mirror-relay provisions its users as they come) was seen refused
-            // for a moment by a pooled session under load. Transient: the caller tries again;
-            // a membership taken away for good keeps failing, with the server's words.
+            throw RoleRefusal(underlying: error)
+        }
+    }
+
+    /// A statement that drops the session's cached memberships of the connecting role: it
+    /// computes those of `role` instead (as `pg_has_role(role, session_user, …)`), in the one
+    /// slot that `SET ROLE` reads (`MEMBER` up to PostgreSQL 15, `SET` from 16), so that the
+    /// next `SET ROLE` computes the connecting role's again, from the catalog as it is.
+    var forgetMemberships: PostgresQuery {
+        """
+        SELECT pg_catalog.pg_has_role(\(role)::name, session_user,
+            CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 160000 THEN 'SET' ELSE 'MEMBER' END)
+        """
+    }
+
+    /// The server refused `SET ROLE` (SQLSTATE `42501`): the connecting role is not a member
+    /// of the role in this session, now.
+    struct RoleRefusal: Error {
+        let underlying: PSQLError
+
+        /// The refusal as the caller sees it: transient, nothing done (a membership taken
+        /// away for good keeps failing, with the server's words).
+        func error(role: String) -> MirrorError {
             var refused = MirrorError(
                 .unavailable,
-                "the server did not let this process act as \(role) now (\(error.serverInfo?[.message] ?? "42501")); "
+                "the server did not let this process act as \(role) now (\(underlying.serverInfo?[.message] ?? "42501")); "
                     + "nothing was done; try again",
-                underlying: error)
+                underlying: underlying)
             refused.nothingStored = true
-            throw refused
+            return refused
         }
     }
 }
