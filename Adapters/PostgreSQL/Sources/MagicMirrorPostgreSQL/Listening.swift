@@ -27,7 +27,9 @@ import Synchronization
 /// due again, so many cost one pull. A pull that finds nothing new makes its zone quiet for
 /// `quietInterval`: notifications without news (spoofed by any role that may `NOTIFY`, or
 /// duplicates) cost at most one pull per zone per interval, and a real change after them is
-/// pulled when the interval ends. A commit made through this instance is delivered by
+/// pulled when the interval ends. A zone whose notifications' changes were read by the pull
+/// under way when they came (commits in quick succession) is not pulled again for them, so
+/// that it is not made quiet by its own news. A commit made through this instance is delivered by
 /// ``deliverOwnCommit(_:in:after:token:)`` before `commit` returns; its notification's
 /// sequence is then not past `delivered`.
 final class Listening: Sendable {
@@ -49,6 +51,10 @@ final class Listening: Sendable {
         /// Whether a notification with this zone's tag made it due (not only one that any
         /// zone whose key was unknown then may have been concerned by).
         var dueByTag = false
+        /// The greatest sequence of a notification with this zone's tag that made it due: a
+        /// zone whose handlers heard of it by the time its pull would start (a pull under way
+        /// when the notification came read its change) is not pulled.
+        var dueSequence = 0
         var quietUntil: ContinuousClock.Instant?
     }
 
@@ -293,15 +299,31 @@ final class Listening: Sendable {
         state.withLock { state in
             for (zone, byTag) in concerned {
                 state.entries[zone]?.due = true
-                if byTag { state.entries[zone]?.dueByTag = true }
+                if byTag, let sequence = matcher?.payload.sequence {
+                    state.entries[zone]?.dueByTag = true
+                    let before = state.entries[zone]?.dueSequence ?? 0
+                    state.entries[zone]?.dueSequence = max(before, sequence)
+                }
             }
         }
         return true
     }
 
-    /// A due zone that is not quiet at `now`, no longer due: the next to pull.
+    /// A due zone that is not quiet at `now`, no longer due: the next to pull. A zone made
+    /// due only by notifications of its own (by tag) whose changes its handlers heard since
+    /// (the pull under way when they came read them) is no longer due, and not pulled: such
+    /// a pull would find nothing new and make the zone quiet, so that under a steady stream
+    /// of commits the next change would wait for the quiet interval.
     private func nextDueZone(at now: ContinuousClock.Instant) -> (ZoneID, byTag: Bool)? {
         state.withLock { state in
+            let heard = state.entries.compactMap { zone, entry in
+                entry.due && entry.dueByTag && entry.notifyKey != nil && entry.dueSequence <= entry.delivered.sequence
+                    ? zone : nil
+            }
+            for zone in heard {
+                state.entries[zone]?.due = false
+                state.entries[zone]?.dueByTag = false
+            }
             guard let zone = state.entries.first(where: { _, entry in
                 entry.due && (entry.quietUntil.map { $0 <= now } ?? true)
             })?.key else { return nil }
