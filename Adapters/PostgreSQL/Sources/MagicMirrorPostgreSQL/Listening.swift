@@ -51,9 +51,10 @@ final class Listening: Sendable {
         /// Whether a notification with this zone's tag made it due (not only one that any
         /// zone whose key was unknown then may have been concerned by).
         var dueByTag = false
-        /// The greatest sequence of a notification with this zone's tag that made it due: a
-        /// zone whose handlers heard of it by the time its pull would start (a pull under way
-        /// when the notification came read its change) is not pulled.
+        /// The greatest sequence of the notifications with this zone's tag that made it due
+        /// since its last pull began: a zone whose handlers heard of it by the time its pull
+        /// would start (the pull under way when the notifications came read their changes) is
+        /// not pulled.
         var dueSequence = 0
         var quietUntil: ContinuousClock.Instant?
     }
@@ -323,6 +324,7 @@ final class Listening: Sendable {
             for zone in heard {
                 state.entries[zone]?.due = false
                 state.entries[zone]?.dueByTag = false
+                state.entries[zone]?.dueSequence = 0
             }
             guard let zone = state.entries.first(where: { _, entry in
                 entry.due && (entry.quietUntil.map { $0 <= now } ?? true)
@@ -330,6 +332,7 @@ final class Listening: Sendable {
             let byTag = state.entries[zone]?.dueByTag ?? false
             state.entries[zone]?.due = false
             state.entries[zone]?.dueByTag = false
+            state.entries[zone]?.dueSequence = 0
             return (zone, byTag)
         }
     }
