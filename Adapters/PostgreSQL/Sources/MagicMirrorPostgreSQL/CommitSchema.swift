@@ -50,9 +50,17 @@ enum CommitSchema {
     /// hold every zone's commit lock and stop its commits.
     static let lockKeyMigration: [PostgresQuery] = [
         commitRecords(replacing: true) { "hashtext(\($0).notify_key)" },
-        ProtectionSchema.recordSequenced(
-            replacing: true, lockKey: "(SELECT hashtext(z.notify_key) FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id)"),
+        ProtectionSchema.recordSequenced(replacing: true, lockKey: zoneLockKey),
     ]
+
+    /// Version 9: a record is written only in a `READ COMMITTED` transaction (see
+    /// ``ProtectionSchema/recordSequenced(replacing:lockKey:readCommittedOnly:)``).
+    static let readCommittedMigration: [PostgresQuery] = [
+        ProtectionSchema.recordSequenced(replacing: true, lockKey: zoneLockKey, readCommittedOnly: true),
+    ]
+
+    /// The second key of a zone's commit lock in `record_sequenced`, since version 8.
+    private static let zoneLockKey = "(SELECT hashtext(z.notify_key) FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id)"
 
     /// `commit_records`' parameters, in order: each name and type. Its declaration, the
     /// calls (which cast each argument to its type) and the relay's function that calls it

@@ -12,7 +12,7 @@ import PostgresNIO
 /// The article "Running on PostgreSQL" documents each table.
 enum PostgreSQLSchema {
     /// The version this code writes and reads.
-    static let currentVersion = 8
+    static let currentVersion = 9
 
     /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
     /// version 1 from nothing. A later version appends a step; none is ever edited.
@@ -183,6 +183,9 @@ enum PostgreSQLSchema {
         // Version 8: a zone's commit lock is keyed by what only its readers see (see
         // CommitSchema.swift).
         CommitSchema.lockKeyMigration,
+        // Version 9: a record is written only in a READ COMMITTED transaction, whose check of
+        // its sequence reads the zone as committed now (see ProtectionSchema.swift).
+        CommitSchema.readCommittedMigration,
     ]
 
     /// Row-level security on `magicmirror.<table>` as on `records`: a role sees and writes

@@ -254,14 +254,29 @@ enum ProtectionSchema {
     ]
 
     /// The trigger function `record_sequenced`, whose commit lock's second key is `lockKey`.
-    static func recordSequenced(replacing: Bool, lockKey: String) -> PostgresQuery {
-        PostgresQuery(unsafeSQL: """
+    ///
+    /// With `readCommittedOnly` (schema version 9), a record written in a transaction of
+    /// another isolation level is refused: the check of its sequence against the zone's last
+    /// must read the zone as committed now, which a `REPEATABLE READ` or `SERIALIZABLE`
+    /// transaction does not (its snapshot is as old as its first statement): a role that drew
+    /// a number, let a later commit land and be read, then wrote a record under the old
+    /// number would have stored a change behind a token readers already hold, which no
+    /// reader would ever pull.
+    static func recordSequenced(replacing: Bool, lockKey: String, readCommittedOnly: Bool = false) -> PostgresQuery {
+        let isolation = readCommittedOnly ? """
+                IF current_setting('transaction_isolation') <> 'read committed' THEN
+                    RAISE EXCEPTION 'a record is written in a READ COMMITTED transaction, where its sequence is checked against its zone as committed now (this one is %)',
+                        current_setting('transaction_isolation') USING ERRCODE = '42501';
+                END IF;
+            """ : ""
+        return PostgresQuery(unsafeSQL: """
             \(replacing ? "CREATE OR REPLACE" : "CREATE") FUNCTION magicmirror.record_sequenced() RETURNS trigger
             LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
             BEGIN
                 IF \(exempt) THEN
                     RETURN NEW;
                 END IF;
+            \(isolation)
                 PERFORM pg_advisory_xact_lock(\(commitLockClass), \(lockKey));
                 IF NEW.seq <> currval('magicmirror.change_seq') OR NOT EXISTS (
                        SELECT 1 FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id AND z.last_seq <= NEW.seq) THEN

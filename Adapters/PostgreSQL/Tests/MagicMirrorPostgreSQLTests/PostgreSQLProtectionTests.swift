@@ -424,6 +424,45 @@ struct PostgreSQLProtectionTests {
         }
     }
 
+    /// A record written in a transaction whose snapshot predates a later commit is refused:
+    /// a role that draws a change's number, lets another commit land (and its readers hold
+    /// a token past it), then writes a record under its old number, would store a change no
+    /// reader ever pulls. In `READ COMMITTED` the trigger's check of the sequence sees the
+    /// later commit; other isolation levels are refused (schema version 9). Found by an
+    /// attack pass (2026-11-28).
+    @Test(arguments: ["REPEATABLE READ", "SERIALIZABLE", "READ COMMITTED"])
+    func aRecordWrittenBehindALaterCommitIsRefused(isolation: String) async throws {
+        try await withServer { name, opened, roles in
+            let asCarol = try await opened.open(TestServer.url(database: name, role: roles.carol))
+            let zoneID = ZoneID.public("Item")
+            try await asCarol.commit([Self.save("p1")], to: zoneID)
+            let zone = try await Self.zoneID("public", owner: "", type: "Item", database: name)
+            var refused: String?
+            try await TestServer.withClient(database: name, role: roles.bob) { client in
+                try await client.withConnection { connection in
+                    try await connection.query(PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \(isolation)"), logger: TestServer.logger)
+                    try await connection.query("SELECT nextval('magicmirror.change_seq')", logger: TestServer.logger)
+                    try await asCarol.commit([Self.save("later")], to: zoneID)
+                    do {
+                        try await connection.query(
+                            """
+                            UPDATE magicmirror.records SET fields = convert_to('{"v":9}', 'UTF8'), version = version + 1,
+                                   seq = currval('magicmirror.change_seq')
+                            WHERE zone_id = \(zone) AND id = 'p1'
+                            """, logger: TestServer.logger)
+                        try await connection.query("COMMIT", logger: TestServer.logger)
+                    } catch let error as PSQLError {
+                        refused = error.serverInfo?[.sqlState]
+                        _ = try? await connection.query("ROLLBACK", logger: TestServer.logger)
+                    }
+                }
+            }
+            #expect(refused == "42501", "the write behind the later commit was \(refused.map { "refused with \($0)" } ?? "stored")")
+            let stored = try #require(try await asCarol.fetch(["p1"], in: zoneID).first)
+            #expect(stored.version == 1, "p1 is as carol committed it")
+        }
+    }
+
     /// Commits in quick succession: a notification that came while the pull of the one
     /// before was under way (which read its change too) does not make the zone quiet, so the
     /// next change is heard at once, not when a quiet interval ends (here an hour: every
