@@ -54,9 +54,12 @@ enum CommitSchema {
     ]
 
     /// Version 9: a record is written only in a `READ COMMITTED` transaction (see
-    /// ``ProtectionSchema/recordSequenced(replacing:lockKey:readCommittedOnly:)``).
+    /// ``ProtectionSchema/recordSequenced(replacing:lockKey:readCommittedOnly:)``), and a
+    /// zone's last sequence moves only under its commit lock
+    /// (``ProtectionSchema/zoneMoved(replacing:lockKey:)``).
     static let readCommittedMigration: [PostgresQuery] = [
         ProtectionSchema.recordSequenced(replacing: true, lockKey: zoneLockKey, readCommittedOnly: true),
+        ProtectionSchema.zoneMoved(replacing: true, lockKey: "hashtext(OLD.notify_key)"),
     ]
 
     /// The second key of a zone's commit lock in `record_sequenced`, since version 8.

@@ -102,26 +102,7 @@ enum ProtectionSchema {
         CREATE TRIGGER zone_created BEFORE INSERT ON magicmirror.zones
         FOR EACH ROW EXECUTE FUNCTION magicmirror.zone_created()
         """,
-        PostgresQuery(unsafeSQL: """
-            CREATE FUNCTION magicmirror.zone_moved() RETURNS trigger
-            LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
-            BEGIN
-                IF \(exempt) THEN
-                    RETURN NEW;
-                END IF;
-                IF NEW.last_seq <> OLD.last_seq THEN
-                    IF NEW.last_seq < OLD.last_seq OR NEW.last_seq <> currval('magicmirror.change_seq') THEN
-                        RAISE EXCEPTION 'a zone''s last sequence moves only up, to the number its commit drew'
-                            USING ERRCODE = '42501';
-                    END IF;
-                END IF;
-                IF NEW.assets_epoch <> OLD.assets_epoch AND NEW.assets_epoch <> OLD.assets_epoch + 1 THEN
-                    RAISE EXCEPTION 'a zone''s assets epoch moves one up at a time' USING ERRCODE = '42501';
-                END IF;
-                RETURN NEW;
-            END
-            $fn$
-            """),
+        zoneMoved(replacing: false, lockKey: nil),
         """
         CREATE TRIGGER zone_moved BEFORE UPDATE ON magicmirror.zones
         FOR EACH ROW EXECUTE FUNCTION magicmirror.zone_moved()
@@ -252,6 +233,38 @@ enum ProtectionSchema {
         $fn$
         """,
     ]
+
+    /// The trigger function `zone_moved`: a zone's last sequence moves only up, to the number
+    /// its commit drew, and its assets epoch one up at a time. With a `lockKey` (schema
+    /// version 9, `hashtext(OLD.notify_key)`), a move of the last sequence first takes the
+    /// zone's commit lock, as a record's write does (`record_sequenced`): a role's own
+    /// `UPDATE` of the zone could otherwise move it past a record written under an earlier
+    /// number by a transaction still open (its own, in another session), which then
+    /// committed behind a token readers already held.
+    static func zoneMoved(replacing: Bool, lockKey: String?) -> PostgresQuery {
+        let lock = lockKey.map { "PERFORM pg_advisory_xact_lock(\(commitLockClass), \($0));" } ?? ""
+        return PostgresQuery(unsafeSQL: """
+            \(replacing ? "CREATE OR REPLACE" : "CREATE") FUNCTION magicmirror.zone_moved() RETURNS trigger
+            LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+            BEGIN
+                IF \(exempt) THEN
+                    RETURN NEW;
+                END IF;
+                IF NEW.last_seq <> OLD.last_seq THEN
+                    \(lock)
+                    IF NEW.last_seq < OLD.last_seq OR NEW.last_seq <> currval('magicmirror.change_seq') THEN
+                        RAISE EXCEPTION 'a zone''s last sequence moves only up, to the number its commit drew'
+                            USING ERRCODE = '42501';
+                    END IF;
+                END IF;
+                IF NEW.assets_epoch <> OLD.assets_epoch AND NEW.assets_epoch <> OLD.assets_epoch + 1 THEN
+                    RAISE EXCEPTION 'a zone''s assets epoch moves one up at a time' USING ERRCODE = '42501';
+                END IF;
+                RETURN NEW;
+            END
+            $fn$
+            """)
+    }
 
     /// The trigger function `record_sequenced`, whose commit lock's second key is `lockKey`.
     ///

@@ -463,6 +463,51 @@ struct PostgreSQLProtectionTests {
         }
     }
 
+    /// A zone's last sequence moves only under its commit lock: while a transaction that
+    /// wrote a record under its number is open (the commit lock held), the role's own move of
+    /// the zone past it (in another session) waits, here to its lock timeout, where it
+    /// passed at once and the record then committed behind a token readers already held.
+    /// Found by an attack pass on schema version 9 (2026-11-28).
+    @Test func aZoneIsNotMovedPastARecordBeingWritten() async throws {
+        try await withServer { name, opened, roles in
+            let asCarol = try await opened.open(TestServer.url(database: name, role: roles.carol))
+            let zoneID = ZoneID.public("Item")
+            try await asCarol.commit([Self.save("p1")], to: zoneID)
+            let before = try await asCarol.currentToken(in: zoneID)
+            let zone = try await Self.zoneID("public", owner: "", type: "Item", database: name)
+            var moved: String?
+            try await TestServer.withClient(database: name, role: roles.bob) { writing in
+                try await writing.withConnection { connection in
+                    try await connection.query("BEGIN", logger: TestServer.logger)
+                    try await connection.query("SELECT nextval('magicmirror.change_seq')", logger: TestServer.logger)
+                    try await connection.query(
+                        """
+                        UPDATE magicmirror.records SET fields = convert_to('{"v":9}', 'UTF8'), version = version + 1,
+                               seq = currval('magicmirror.change_seq')
+                        WHERE zone_id = \(zone) AND id = 'p1'
+                        """, logger: TestServer.logger)
+                    try await TestServer.withClient(database: name, role: roles.bob) { moving in
+                        try await moving.withConnection { other in
+                            try await other.query("SET lock_timeout = '500ms'", logger: TestServer.logger)
+                            do {
+                                try await other.query(
+                                    "UPDATE magicmirror.zones SET last_seq = nextval('magicmirror.change_seq') WHERE zone_id = \(zone)",
+                                    logger: TestServer.logger)
+                                moved = "moved"
+                            } catch let error as PSQLError {
+                                moved = error.serverInfo?[.sqlState]
+                            }
+                        }
+                    }
+                    try await connection.query("COMMIT", logger: TestServer.logger)
+                }
+            }
+            #expect(moved == "55P03", "the move past the record being written: \(moved ?? "nothing")")
+            let pulled = try await asCarol.changes(in: zoneID, since: before)
+            #expect(pulled.records.map(\.id) == ["p1"], "the record written is pulled since the token before it")
+        }
+    }
+
     /// Commits in quick succession: a notification that came while the pull of the one
     /// before was under way (which read its change too) does not make the zone quiet, so the
     /// next change is heard at once, not when a quiet interval ends (here an hour: every
