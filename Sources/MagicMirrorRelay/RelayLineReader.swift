@@ -107,11 +107,11 @@ final class RelayLineReader: NSObject, URLSessionDataDelegate, @unchecked Sendab
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        let lines = state.withLock { state -> [Data] in
+        let (lines, overlong) = state.withLock { state -> ([Data], Bool) in
             state.lastHeard = .now
             guard (200..<300).contains(state.status) else {
                 state.errorBody.append(data.prefix(Self.maximumErrorBytes - state.errorBody.count))
-                return []
+                return ([], false)
             }
             state.pending.append(data)
             var lines: [Data] = []
@@ -119,9 +119,9 @@ final class RelayLineReader: NSObject, URLSessionDataDelegate, @unchecked Sendab
                 lines.append(state.pending[state.pending.startIndex..<newline])
                 state.pending.removeSubrange(state.pending.startIndex...newline)
             }
-            return lines
+            return (lines, state.pending.count > Self.maximumLineBytes)
         }
-        if state.withLock({ $0.pending.count }) > Self.maximumLineBytes {
+        if overlong {
             cancel(.malformed)
             return
         }

@@ -143,10 +143,7 @@ enum RelaySetup {
     /// list that misses a role granted while it computed the list: see
     /// `PostgreSQLActingUser.transaction(on:begin:logger:_:)`, which does the same for the
     /// relay's other transactions.
-    static let forgetMemberships = """
-        pg_catalog.pg_has_role(p_subject::name, session_user,
-            CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 160000 THEN 'SET' ELSE 'MEMBER' END)
-        """
+    static let forgetMemberships = PostgreSQLActingUser.forgetMemberships(of: "p_subject")
 
     /// The function's signature, as `GRANT` and `DROP` name it.
     static let commitSignature =

@@ -233,11 +233,7 @@ struct RelayStreamTests {
     /// a moment ago stays.
     @Test func aStreamThatWritesNothingIsForgotten() async throws {
         try await HubFixture.with { relay, hub, user, database in
-            let stream = try await HubFixture.openStream(hub, user: user, database: database, session: "s1")
-            let outlet = RecordingOutlet()
-            #expect(hub.started(stream, outlet: outlet.outlet))
-            var lines = outlet.lines.makeAsyncIterator()
-            #expect(await lines.next() == [], "the first line: nothing queued yet")
+            let (stream, _) = try await HubFixture.startedStream(hub, user: user, database: database)
             hub.sweep(now: .now + .seconds(RelayWire.deadLinkSeconds - 1))
             #expect(hub.counts.sessions == 1, "written a moment ago")
             hub.sweep(now: .now + .seconds(RelayWire.deadLinkSeconds + 1))
@@ -252,11 +248,7 @@ struct RelayStreamTests {
     /// the stream's time was up.
     @Test func aStreamWhoseConnectionClosedEndsAtItsNextWrite() async throws {
         try await HubFixture.with { relay, hub, user, database in
-            let stream = try await HubFixture.openStream(hub, user: user, database: database, session: "s1")
-            let outlet = RecordingOutlet()
-            #expect(hub.started(stream, outlet: outlet.outlet))
-            var lines = outlet.lines.makeAsyncIterator()
-            #expect(await lines.next() == [], "the first line")
+            let (stream, outlet) = try await HubFixture.startedStream(hub, user: user, database: database)
             outlet.close()
             hub.beat(now: .now + .seconds(RelayWire.pollSeconds))
             for await _ in stream.ended {}  // ends: its connection closed
@@ -301,6 +293,21 @@ struct RelayStreamTests {
             #expect(heard.contains("a"))
             hub.close(stream, started: true)
         }
+    }
+}
+
+extension HubFixture {
+    /// Stream `s1` of the user (``openStream(_:user:database:session:)``), started on a
+    /// ``RecordingOutlet``, whose first line (nothing queued yet) was written.
+    static func startedStream(
+        _ hub: RelayHub, user: String, database: PostgreSQLDatabase
+    ) async throws -> (RelayHub.Stream, RecordingOutlet) {
+        let stream = try await openStream(hub, user: user, database: database, session: "s1")
+        let outlet = RecordingOutlet()
+        #expect(hub.started(stream, outlet: outlet.outlet))
+        var lines = outlet.lines.makeAsyncIterator()
+        #expect(await lines.next() == [], "the first line: nothing queued yet")
+        return (stream, outlet)
     }
 }
 

@@ -133,25 +133,22 @@ import PostgresNIO
         on connection: PostgresConnection, begin: PostgresQuery = "BEGIN", logger: Logger,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        do {
-            return try await connection.transaction(begin, logger: logger) {
-                try await enterOrRefuse(on: connection, logger: logger)
-                return try await body(connection)
-            }
-        } catch let refusal as RoleRefusal {
-            do {
-                for try await _ in try await connection.query(forgetMemberships, logger: logger) {}
-            } catch {
-                throw refusal.error(role: role)
-            }
-            guard beforeRole == nil else { throw refusal.error(role: role) }
+        var retried = false
+        while true {
             do {
                 return try await connection.transaction(begin, logger: logger) {
                     try await enterOrRefuse(on: connection, logger: logger)
                     return try await body(connection)
                 }
             } catch let refusal as RoleRefusal {
-                throw refusal.error(role: role)
+                guard !retried else { throw refusal.error(role: role) }
+                retried = true
+                do {
+                    for try await _ in try await connection.query(forgetMemberships, logger: logger) {}
+                } catch {
+                    throw refusal.error(role: role)
+                }
+                guard beforeRole == nil else { throw refusal.error(role: role) }
             }
         }
     }
@@ -186,8 +183,16 @@ import PostgresNIO
     /// slot that `SET ROLE` reads (`MEMBER` up to PostgreSQL 15, `SET` from 16), so that the
     /// next `SET ROLE` computes the connecting role's again, from the catalog as it is.
     var forgetMemberships: PostgresQuery {
+        var binds = PostgresBindings()
+        binds.append(role)
+        return PostgresQuery(unsafeSQL: "SELECT " + Self.forgetMemberships(of: "$1"), binds: binds)
+    }
+
+    /// The SQL expression of ``forgetMemberships`` for the role that `roleExpression` names
+    /// (a parameter, or a plpgsql variable: the relay's commit function runs it too).
+    public static func forgetMemberships(of roleExpression: String) -> String {
         """
-        SELECT pg_catalog.pg_has_role(\(role)::name, session_user,
+        pg_catalog.pg_has_role((\(roleExpression))::name, session_user,
             CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 160000 THEN 'SET' ELSE 'MEMBER' END)
         """
     }
