@@ -62,6 +62,14 @@ enum CommitSchema {
         ProtectionSchema.zoneMoved(replacing: true, lockKey: "hashtext(OLD.notify_key)"),
     ]
 
+    /// Version 10: a commit reads the stored records of its batch one by one, by the key
+    /// `(zone_id, id)`, whatever plan the session's statistics made: the join of version 7
+    /// left the choice to the planner, whose generic plan (made once per session, often
+    /// while the zone was small) read every record of the zone at each commit.
+    static let keyedReadMigration: [PostgresQuery] = [
+        commitRecords(replacing: true, readsByKey: true) { "hashtext(\($0).notify_key)" },
+    ]
+
     /// The second key of a zone's commit lock in `record_sequenced`, since version 8.
     private static let zoneLockKey = "(SELECT hashtext(z.notify_key) FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id)"
 
@@ -92,9 +100,19 @@ enum CommitSchema {
         o_created_millis int8, o_created_counter int8, o_id text, o_value text
         """
 
-    /// `commit_records`, whose commit lock's second key is `lockKey(zone alias)`.
-    static func commitRecords(replacing: Bool, lockKey: (String) -> String) -> PostgresQuery {
-        PostgresQuery(unsafeSQL: """
+    /// `commit_records`, whose commit lock's second key is `lockKey(zone alias)`; with
+    /// `readsByKey` (since version 10) each stored record of the batch is read by its key, in
+    /// a subquery the planner cannot flatten into a join (`OFFSET 0`).
+    static func commitRecords(replacing: Bool, readsByKey: Bool = false, lockKey: (String) -> String) -> PostgresQuery {
+        let stored = readsByKey
+            ? """
+                LEFT JOIN LATERAL (
+                            SELECT r.version, r.fields, r.modified_millis, r.modified_counter, r.writer,
+                                   r.created_millis, r.created_counter
+                            FROM magicmirror.records r WHERE r.zone_id = z.zone_id AND r.id = o.id OFFSET 0) r ON true
+                """
+            : "LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id AND r.id = o.id"
+        return PostgresQuery(unsafeSQL: """
             \(replacing ? "CREATE OR REPLACE" : "CREATE") FUNCTION magicmirror.commit_records(\(parameters))
             RETURNS TABLE (\(columns))
             LANGUAGE plpgsql VOLATILE
@@ -204,7 +222,7 @@ enum CommitSchema {
                                CASE WHEN r.fields IS NOT NULL THEN r.created_counter ELSE o.counter END AS created_counter
                         FROM unnest(p_ids, p_bases, p_fields, p_deleted, p_millis, p_counters) WITH ORDINALITY
                             AS o(id, base, fields, deleted, millis, counter, n)
-                        LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id AND r.id = o.id) d;
+                        \(stored)) d;
 
                     IF batch.conflicts > 0 THEN
                         status := 'refused';

@@ -12,7 +12,7 @@ import PostgresNIO
 /// The article "Running on PostgreSQL" documents each table.
 enum PostgreSQLSchema {
     /// The version this code writes and reads.
-    static let currentVersion = 9
+    static let currentVersion = 10
 
     /// The steps that bring a schema from version `n - 1` to `n`, in order; step 0 makes
     /// version 1 from nothing. A later version appends a step; none is ever edited.
@@ -186,6 +186,9 @@ enum PostgreSQLSchema {
         // Version 9: a record is written only in a READ COMMITTED transaction, whose check of
         // its sequence reads the zone as committed now (see ProtectionSchema.swift).
         CommitSchema.readCommittedMigration,
+        // Version 10: a commit reads its batch's stored records by key, never the whole zone
+        // (see CommitSchema.swift).
+        CommitSchema.keyedReadMigration,
     ]
 
     /// Row-level security on `magicmirror.<table>` as on `records`: a role sees and writes

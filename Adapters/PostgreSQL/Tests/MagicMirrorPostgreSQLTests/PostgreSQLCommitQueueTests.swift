@@ -181,6 +181,53 @@ struct PostgreSQLCommitQueueTests {
         }
     }
 
+    /// A commit reads the stored records of its batch by key, whatever plan its session made
+    /// (schema version 10). On one connection a first commit to an empty zone makes the
+    /// session's plan of `commit_records`, 2,000 records land, and a commit of one more then
+    /// reads a handful of the zone's rows, where version 9's plan read all 2,001 at every
+    /// commit (the batch joined to the zone's rows by the zone alone, then by id).
+    @Test func aCommitReadsItsBatchByKeyNotTheWholeZone() async throws {
+        try await TestServer.withDatabase { name, opened in
+            let zone = ZoneID.public(SampleRecord.recordType)
+            // Opening installs the schema; a first commit makes the zone.
+            let database = try await opened.open(TestServer.url(database: name))
+            _ = try await database.currentToken(in: zone)
+            let read = try await TestServer.withAdmin(database: name) { client in
+                try await client.withConnection { connection in
+                    func commit(_ count: Int, from first: Int) async throws {
+                        try await connection.query(
+                            """
+                            SELECT count(*)::int8 FROM magicmirror.commit_records('public', '', \(SampleRecord.recordType), 'w',
+                                ARRAY(SELECT 'r' || g FROM generate_series(\(first), \(first + count - 1)) g),
+                                array_fill(0::int8, ARRAY[\(count)::int4]),
+                                array_fill(convert_to('{}', 'UTF8'), ARRAY[\(count)::int4]),
+                                array_fill(false, ARRAY[\(count)::int4]),
+                                array_fill((extract(epoch FROM now()) * 1000)::int8, ARRAY[\(count)::int4]),
+                                ARRAY(SELECT g::int8 FROM generate_series(\(first), \(first + count - 1)) g))
+                            """, logger: TestServer.logger)
+                    }
+                    try await commit(1, from: 0)
+                    try await commit(2_000, from: 1)
+                    try await connection.query("BEGIN", logger: TestServer.logger)
+                    try await commit(1, from: 2_001)
+                    var read = -1
+                    let rows = try await connection.query(
+                        """
+                        SELECT (seq_tup_read + coalesce(idx_tup_fetch, 0))::int8 FROM pg_stat_xact_user_tables
+                        WHERE relid = 'magicmirror.records'::regclass
+                        """, logger: TestServer.logger)
+                    for try await count in rows.decode(Int.self) { read = count }
+                    try await connection.query("COMMIT", logger: TestServer.logger)
+                    return read
+                }
+            }
+            #expect(read >= 0, "the server counted the transaction's reads of magicmirror.records")
+            #expect(read < 100, "a commit of one record read \(read) rows of its zone's 2,001")
+            let stored = try await database.fetch(["r2001", "r1"], in: zone)
+            #expect(stored.count == 2, "the commits landed")
+        }
+    }
+
     /// The writer whose edit of version 1 won, from the value it wrote (100 + its index).
     private func winnerIndex(_ record: StoredRecord) -> Int {
         let value = (try? JSONSerialization.jsonObject(with: record.fields ?? Data()) as? [String: Int])?["n"] ?? 100

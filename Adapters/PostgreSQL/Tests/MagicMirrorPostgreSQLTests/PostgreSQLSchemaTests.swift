@@ -44,7 +44,7 @@ struct PostgreSQLSchemaTests {
                 return found
             }
             #expect(version == PostgreSQLDatabase.schemaVersion)
-            #expect(PostgreSQLDatabase.schemaVersion == 9)
+            #expect(PostgreSQLDatabase.schemaVersion == 10)
             let old = try #require(try await database.fetch(["old"], in: zone).first)
             let clock = HLCTimestamp(millis: 1000, counter: 7)
             #expect(old.created == clock)
