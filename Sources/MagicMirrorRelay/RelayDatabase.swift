@@ -62,17 +62,19 @@ public final class RelayDatabase: RecordDatabase {
     /// - Parameters:
     ///   - url: The relay's base URL, for example `https://relay.example.com`.
     ///   - user: The user the tokens name (their subject).
-    ///   - session: The URL session requests go through.
+    ///   - session: The URL session requests go through; `nil` (the default) for one of the
+    ///     library's own, with no cache and no cookies (nothing the relay answers is cached, and a
+    ///     session's cache is looked up for every request, on disk on Linux).
     ///   - tokenProvider: Returns a token for `user` (a JWT the relay accepts); called for
     ///     the first request and again when the relay says the token expired.
     public init(
-        url: URL, user: MirrorUser, session: URLSession = .shared,
+        url: URL, user: MirrorUser, session: URLSession? = nil,
         tokenProvider: @escaping @Sendable () async throws -> String
     ) {
         self.user = user
         identifier = "relay:" + url.absoluteString
         writerID = "relay-" + UUID().uuidString.lowercased()
-        transport = RelayTransport(baseURL: url, session: session, tokenProvider: tokenProvider)
+        transport = RelayTransport(baseURL: url, session: session ?? RelayTransport.uncachedSession, tokenProvider: tokenProvider)
         watch = RelayWatch(transport: transport, identifier: identifier, writerID: writerID)
     }
 

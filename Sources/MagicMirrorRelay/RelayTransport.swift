@@ -12,6 +12,19 @@ import Synchronization
 final class RelayTransport: Sendable {
     let baseURL: URL
     let session: URLSession
+
+    /// ``RelayDatabase``'s default session: no cache, no cookies. (FoundationNetworking looks
+    /// each request up in the session's cache, a directory on disk, whatever the request's
+    /// cache policy says.)
+    static let uncachedSession: URLSession = {
+        let configuration = URLSessionConfiguration.default
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalAndRemoteCacheData
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        return URLSession(configuration: configuration)
+    }()
+
     private let tokenProvider: @Sendable () async throws -> String
     private let token = Mutex<String?>(nil)
 
@@ -114,7 +127,8 @@ final class RelayTransport: Sendable {
         _ url: URL, payload: Payload, headers: [String: String], timeout: TimeInterval, refreshing: Bool
     ) async throws -> URLRequest {
         let bearer = try await currentToken(refresh: refreshing)
-        var request = URLRequest(url: url, timeoutInterval: timeout)
+        // Nothing the relay answers comes from a cache.
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: timeout)
         request.httpMethod = "POST"
         switch payload {
         case .data(let data, let contentType):
