@@ -66,8 +66,15 @@ enum CommitSchema {
     /// `(zone_id, id)`, whatever plan the session's statistics made: the join of version 7
     /// left the choice to the planner, whose generic plan (made once per session, often
     /// while the zone was small) read every record of the zone at each commit.
+    ///
+    /// And (found by an attack pass on version 9, 2026-11-28): a record's sequence is after
+    /// its zone's last, never equal, and its version moves one up at a time (see
+    /// ``ProtectionSchema/recordSequenced(replacing:lockKey:readCommittedOnly:strictAndVersioned:)``);
+    /// `commit_records` writes its records before it moves the zone.
     static let keyedReadMigration: [PostgresQuery] = [
         commitRecords(replacing: true, readsByKey: true) { "hashtext(\($0).notify_key)" },
+        ProtectionSchema.recordSequenced(
+            replacing: true, lockKey: zoneLockKey, readCommittedOnly: true, strictAndVersioned: true),
     ]
 
     /// The second key of a zone's commit lock in `record_sequenced`, since version 8.
@@ -102,7 +109,8 @@ enum CommitSchema {
 
     /// `commit_records`, whose commit lock's second key is `lockKey(zone alias)`; with
     /// `readsByKey` (since version 10) each stored record of the batch is read by its key, in
-    /// a subquery the planner cannot flatten into a join (`OFFSET 0`).
+    /// a subquery the planner cannot flatten into a join (`OFFSET 0`), and the records are
+    /// written before the zone moves.
     static func commitRecords(replacing: Bool, readsByKey: Bool = false, lockKey: (String) -> String) -> PostgresQuery {
         let stored = readsByKey
             ? """
@@ -112,6 +120,14 @@ enum CommitSchema {
                             FROM magicmirror.records r WHERE r.zone_id = z.zone_id AND r.id = o.id OFFSET 0) r ON true
                 """
             : "LEFT JOIN magicmirror.records r ON r.zone_id = z.zone_id AND r.id = o.id"
+        // Version 7 moved the zone in a data-modifying CTE of the records' statement, in an
+        // order PostgreSQL does not promise; since version 10 the records' write is the CTE
+        // and the zone's move reads it, so the records are written first (record_sequenced
+        // wants the zone's last sequence below theirs), in the same statement (whose AFTER
+        // triggers, which may draw numbers of their own for shared zones, run at its end).
+        let move = "UPDATE magicmirror.zones zn SET last_seq = drawn WHERE zn.zone_id = z.zone_id"
+        let moveFirst = readsByKey ? "WITH written AS (\n                            " : "WITH moved AS (\(move))\n                            "
+        let moveAfter = readsByKey ? "\n                            RETURNING 1)\n                            \(move) AND (SELECT count(*) FROM written) >= 0" : ""
         return PostgresQuery(unsafeSQL: """
             \(replacing ? "CREATE OR REPLACE" : "CREATE") FUNCTION magicmirror.commit_records(\(parameters))
             RETURNS TABLE (\(columns))
@@ -257,8 +273,7 @@ enum CommitSchema {
                         -- one statement, the holds, then the NOTIFY.
                         IF status IS NULL THEN
                             drawn := nextval('magicmirror.change_seq');
-                            WITH moved AS (UPDATE magicmirror.zones zn SET last_seq = drawn WHERE zn.zone_id = z.zone_id)
-                            INSERT INTO magicmirror.records AS rec
+                            \(moveFirst)INSERT INTO magicmirror.records AS rec
                                 (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer,
                                  seq, created_millis, created_counter)
                             SELECT z.zone_id, p_scope, p_owner, w.id, w.version,
@@ -271,7 +286,7 @@ enum CommitSchema {
                                 version = EXCLUDED.version, fields = EXCLUDED.fields,
                                 modified_millis = EXCLUDED.modified_millis, modified_counter = EXCLUDED.modified_counter,
                                 writer = EXCLUDED.writer, seq = EXCLUDED.seq,
-                                created_millis = EXCLUDED.created_millis, created_counter = EXCLUDED.created_counter;
+                                created_millis = EXCLUDED.created_millis, created_counter = EXCLUDED.created_counter\(moveAfter);
                             IF batch.refers THEN
                                 DELETE FROM magicmirror.asset_holds h
                                 WHERE h.zone_id = z.zone_id AND h.writer = p_writer

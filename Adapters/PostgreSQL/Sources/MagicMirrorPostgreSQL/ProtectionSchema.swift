@@ -275,11 +275,35 @@ enum ProtectionSchema {
     /// a number, let a later commit land and be read, then wrote a record under the old
     /// number would have stored a change behind a token readers already hold, which no
     /// reader would ever pull.
-    static func recordSequenced(replacing: Bool, lockKey: String, readCommittedOnly: Bool = false) -> PostgresQuery {
+    ///
+    /// With `strictAndVersioned` (schema version 10):
+    /// - a record's sequence is after its zone's last, never equal to it. `currval` is the
+    ///   session's, not the transaction's: after a commit moved the zone to its number, a
+    ///   later transaction of the same session could write any record of the zone under that
+    ///   number, behind the token every reader then held. The adapter's statements write
+    ///   their records before they move the zone;
+    /// - a record's version moves one up at a time: 1 when inserted, the stored version + 1
+    ///   when updated (what every commit writes). A role could otherwise store a public record
+    ///   at the largest version, or take it back to an earlier one, and mirrors, which apply
+    ///   a pulled record only when its version is above theirs, would ignore every later
+    ///   change of it. An insert whose version is not 1 is an upsert's proposed row, to be
+    ///   checked as an update, only when the record exists.
+    static func recordSequenced(
+        replacing: Bool, lockKey: String, readCommittedOnly: Bool = false, strictAndVersioned: Bool = false
+    ) -> PostgresQuery {
         let isolation = readCommittedOnly ? """
                 IF current_setting('transaction_isolation') <> 'read committed' THEN
                     RAISE EXCEPTION 'a record is written in a READ COMMITTED transaction, where its sequence is checked against its zone as committed now (this one is %)',
                         current_setting('transaction_isolation') USING ERRCODE = '42501';
+                END IF;
+            """ : ""
+        let after = strictAndVersioned ? "<" : "<="
+        let versioned = strictAndVersioned ? """
+                IF TG_OP = 'UPDATE' AND (OLD.version = 9223372036854775807 OR NEW.version <> OLD.version + 1)
+                   OR TG_OP = 'INSERT' AND NEW.version <> 1 AND NOT EXISTS (
+                       SELECT 1 FROM magicmirror.records r WHERE r.zone_id = NEW.zone_id AND r.id = NEW.id) THEN
+                    RAISE EXCEPTION 'a record''s version moves one up at a time: 1 when it is made, the stored version + 1 when it changes'
+                        USING ERRCODE = '42501';
                 END IF;
             """ : ""
         return PostgresQuery(unsafeSQL: """
@@ -290,9 +314,10 @@ enum ProtectionSchema {
                     RETURN NEW;
                 END IF;
             \(isolation)
+            \(versioned)
                 PERFORM pg_advisory_xact_lock(\(commitLockClass), \(lockKey));
                 IF NEW.seq <> currval('magicmirror.change_seq') OR NOT EXISTS (
-                       SELECT 1 FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id AND z.last_seq <= NEW.seq) THEN
+                       SELECT 1 FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id AND z.last_seq \(after) NEW.seq) THEN
                     RAISE EXCEPTION 'a record''s sequence is the number its commit drew' USING ERRCODE = '42501';
                 END IF;
                 RETURN NEW;

@@ -214,10 +214,13 @@ enum RecordRows {
                     version = EXCLUDED.version, fields = EXCLUDED.fields,
                     modified_millis = EXCLUDED.modified_millis, modified_counter = EXCLUDED.modified_counter,
                     writer = EXCLUDED.writer, seq = EXCLUDED.seq,
-                    created_millis = EXCLUDED.created_millis, created_counter = EXCLUDED.created_counter),
+                    created_millis = EXCLUDED.created_millis, created_counter = EXCLUDED.created_counter
+                RETURNING 1),
+            -- After the records (it reads what they returned): each record's sequence must be
+            -- after the zone's last when it is written (record_sequenced).
             moved AS (
                 UPDATE magicmirror.zones AS z SET last_seq = drawn.seq FROM drawn
-                WHERE z.zone_id = \(row.zoneID)),
+                WHERE z.zone_id = \(row.zoneID) AND (SELECT count(*) FROM written) >= 0),
             released AS (
                 DELETE FROM magicmirror.asset_holds h USING drawn
                 WHERE h.zone_id = \(row.zoneID) AND h.writer = \(writer)

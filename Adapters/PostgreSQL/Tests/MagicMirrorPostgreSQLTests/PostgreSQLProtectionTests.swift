@@ -508,6 +508,82 @@ struct PostgreSQLProtectionTests {
         }
     }
 
+    /// A record is never written under its zone's last sequence. `currval` is the session's:
+    /// after bob's own commit moved the zone to its number (every reader's token then), a
+    /// later transaction of the same session wrote carol's record under that number, and no
+    /// reader ever pulled it (schema version 10; found by an attack pass on version 9,
+    /// 2026-11-28).
+    @Test func aRecordIsNotWrittenUnderItsZonesLastSequence() async throws {
+        try await withServer { name, opened, roles in
+            let asCarol = try await opened.open(TestServer.url(database: name, role: roles.carol))
+            let zoneID = ZoneID.public("Item")
+            try await asCarol.commit([Self.save("p1")], to: zoneID)
+            let zone = try await Self.zoneID("public", owner: "", type: "Item", database: name)
+            var refused: String?
+            try await TestServer.withClient(database: name, role: roles.bob) { client in
+                try await client.withConnection { connection in
+                    try await connection.query(
+                        Self.commitCall(scope: "public", owner: "", "b1", base: 0), logger: TestServer.logger)
+                    do {
+                        try await connection.query(
+                            """
+                            UPDATE magicmirror.records SET fields = convert_to('{"v":9}', 'UTF8'), version = version + 1,
+                                   seq = currval('magicmirror.change_seq')
+                            WHERE zone_id = \(zone) AND id = 'p1'
+                            """, logger: TestServer.logger)
+                    } catch let error as PSQLError {
+                        refused = error.serverInfo?[.sqlState]
+                    }
+                }
+            }
+            #expect(refused == "42501", "the write under the zone's last sequence was \(refused.map { "refused with \($0)" } ?? "stored")")
+            let stored = try #require(try await asCarol.fetch(["p1"], in: zoneID).first)
+            #expect(stored.version == 1, "p1 is as carol committed it")
+            #expect(try await asCarol.fetch(["b1"], in: zoneID).count == 1, "bob's own commit landed")
+        }
+    }
+
+    /// A record's version moves one up at a time: a role that stored a public record at the
+    /// largest version (or took it back to an earlier one) made every mirror ignore each later
+    /// change of it, since a mirror applies a pulled record only when its version is above its
+    /// own; a record is made at version 1 (schema version 10; found by an attack pass on
+    /// version 9, 2026-11-28). Each statement draws a valid sequence number, so only the
+    /// version is wrong.
+    @Test(arguments: [
+        "UPDATE magicmirror.records SET version = 9223372036854775807, seq = nextval('magicmirror.change_seq') WHERE id = 'p1'",
+        "UPDATE magicmirror.records SET version = 1, seq = nextval('magicmirror.change_seq') WHERE id = 'p1'",
+        "UPDATE magicmirror.records SET version = 4, seq = nextval('magicmirror.change_seq') WHERE id = 'p1'",
+        """
+        INSERT INTO magicmirror.records (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter,
+                                         writer, seq, created_millis, created_counter)
+        SELECT zone_id, 'public', '', 'n1', 7, convert_to('{}', 'UTF8'), 1, 0, 'bob', nextval('magicmirror.change_seq'), 1, 0
+        FROM magicmirror.zones WHERE scope = 'public' AND record_type = 'Item'
+        """,
+    ])
+    func aRecordsVersionMovesOneUpAtATime(statement: String) async throws {
+        try await withServer { name, opened, roles in
+            let asCarol = try await opened.open(TestServer.url(database: name, role: roles.carol))
+            let zoneID = ZoneID.public("Item")
+            try await asCarol.commit([Self.save("p1")], to: zoneID)
+            try await asCarol.commit([Self.save("p1", #"{"v":2}"#, base: 1)], to: zoneID)
+            var refused: String?
+            try await TestServer.withClient(database: name, role: roles.bob) { client in
+                do {
+                    try await client.query(PostgresQuery(unsafeSQL: statement), logger: TestServer.logger)
+                } catch let error as PSQLError {
+                    refused = error.serverInfo?[.sqlState]
+                }
+            }
+            #expect(refused == "42501", "\(refused.map { "refused with \($0)" } ?? "stored")")
+            let stored = try #require(try await asCarol.fetch(["p1"], in: zoneID).first)
+            #expect(stored.version == 2, "p1 is as carol committed it")
+            #expect(try await asCarol.fetch(["n1"], in: zoneID).isEmpty)
+            // The commits that follow land and move the version one up.
+            let next = try await asCarol.commit([Self.save("p1", #"{"v":3}"#, base: 2)], to: zoneID)
+            #expect(next.isApplied)
+        }
+    }
+
     /// Commits in quick succession: a notification that came while the pull of the one
     /// before was under way (which read its change too) does not make the zone quiet, so the
     /// next change is heard at once, not when a quiet interval ends (here an hour: every
@@ -553,15 +629,18 @@ struct PostgreSQLProtectionTests {
                 try await client.query(
                     """
                     WITH drawn AS (SELECT nextval('magicmirror.change_seq') AS seq),
-                         zone AS (UPDATE magicmirror.zones SET last_seq = (SELECT seq FROM drawn)
-                                  WHERE scope = 'public' AND record_type = 'Note' RETURNING zone_id)
-                    INSERT INTO magicmirror.records
-                        (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer, seq,
-                         created_millis, created_counter)
-                    SELECT zone_id, 'public', '', 'far', 1,
-                           convert_to('{"id":"far","title":"ahead","note":"","count":0}', 'UTF8'),
-                           \(Int(millis)), \(Int(counter)), 'bob', (SELECT seq FROM drawn), \(Int(millis)), \(Int(counter))
-                    FROM zone
+                         written AS (
+                             INSERT INTO magicmirror.records
+                                 (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter, writer,
+                                  seq, created_millis, created_counter)
+                             SELECT zone_id, 'public', '', 'far', 1,
+                                    convert_to('{"id":"far","title":"ahead","note":"","count":0}', 'UTF8'),
+                                    \(Int(millis)), \(Int(counter)), 'bob', (SELECT seq FROM drawn), \(Int(millis)),
+                                    \(Int(counter))
+                             FROM magicmirror.zones WHERE scope = 'public' AND record_type = 'Note'
+                             RETURNING zone_id)
+                    UPDATE magicmirror.zones SET last_seq = (SELECT seq FROM drawn)
+                    WHERE zone_id IN (SELECT zone_id FROM written)
                     """, logger: TestServer.logger)
             }
             let process = try Subprocess(
