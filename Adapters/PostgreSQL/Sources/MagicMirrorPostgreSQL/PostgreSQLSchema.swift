@@ -186,9 +186,10 @@ enum PostgreSQLSchema {
         // Version 9: a record is written only in a READ COMMITTED transaction, whose check of
         // its sequence reads the zone as committed now (see ProtectionSchema.swift).
         CommitSchema.readCommittedMigration,
-        // Version 10: a commit reads its batch's stored records by key, never the whole zone
-        // (see CommitSchema.swift).
-        CommitSchema.keyedReadMigration,
+        // Version 10: a commit reads its batch's stored records by key, never the whole zone;
+        // a record's sequence is after its zone's last and its version one up at a time (see
+        // CommitSchema.swift); a role locks no shared zone's row (see SharingSchema.swift).
+        CommitSchema.keyedReadMigration + SharingSchema.rowLockMigration,
     ]
 
     /// Row-level security on `magicmirror.<table>` as on `records`: a role sees and writes

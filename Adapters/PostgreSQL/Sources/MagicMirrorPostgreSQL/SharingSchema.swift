@@ -226,4 +226,44 @@ enum SharingSchema {
         """,
         "GRANT SELECT, INSERT, UPDATE, DELETE ON magicmirror.shares TO PUBLIC",
     ]
+
+    /// Version 10 (found by an attack pass on version 9, 2026-11-28): a recipient held its
+    /// own shared zone's row locked (`SELECT … FOR UPDATE`, or a row of its own placed in that
+    /// zone, whose foreign key holds `KEY SHARE`), so `touch_shared_zone` waited, and with it
+    /// the owner's commit, under its zone's commit lock, and every commit to that zone
+    /// behind it, and the revocation of the share. Now a role updates or locks no shared
+    /// zone's row (only `touch_shared_zone`, as the schema's owner, moves one), and
+    /// `touch_shared_zone` locks the row `FOR NO KEY UPDATE`, which a foreign key's
+    /// `KEY SHARE` does not block.
+    static let rowLockMigration: [PostgresQuery] = [
+        "DROP POLICY scope_owner ON magicmirror.zones",
+        "CREATE POLICY scope_owner ON magicmirror.zones FOR SELECT USING (scope = 'public' OR owner = current_user::text)",
+        """
+        CREATE POLICY scope_owner_insert ON magicmirror.zones FOR INSERT
+            WITH CHECK (scope = 'public' OR owner = current_user::text)
+        """,
+        """
+        CREATE POLICY scope_owner_update ON magicmirror.zones FOR UPDATE
+            USING (scope = 'public' OR (scope = 'private' AND owner = current_user::text))
+            WITH CHECK (scope = 'public' OR (scope = 'private' AND owner = current_user::text))
+        """,
+        """
+        CREATE OR REPLACE FUNCTION magicmirror.touch_shared_zone(p_recipient text, p_record_type text)
+        RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+        DECLARE
+            z record;
+            drawn bigint;
+        BEGIN
+            INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
+            SELECT 'shared', p_recipient, p_record_type, base_generation FROM magicmirror.meta
+            ON CONFLICT (scope, owner, record_type) DO NOTHING;
+            SELECT zone_id, notify_key INTO z FROM magicmirror.zones
+            WHERE scope = 'shared' AND owner = p_recipient AND record_type = p_record_type FOR NO KEY UPDATE;
+            drawn := nextval('magicmirror.change_seq');
+            UPDATE magicmirror.zones SET last_seq = drawn WHERE zone_id = z.zone_id;
+            PERFORM pg_notify('\(unescaped: NotificationPayload.channel)', magicmirror.notification(z.notify_key, drawn));
+        END
+        $fn$
+        """,
+    ]
 }

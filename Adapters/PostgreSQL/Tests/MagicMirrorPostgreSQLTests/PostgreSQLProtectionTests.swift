@@ -584,6 +584,57 @@ struct PostgreSQLProtectionTests {
         }
     }
 
+    /// A recipient cannot hold its own shared zone's row locked: it did (`FOR UPDATE`, or a
+    /// record of its own placed in that zone, whose foreign key holds `KEY SHARE`), and the
+    /// owner's revocation of the share, and every commit of the owner to the shared records,
+    /// waited for it (schema version 10; found by an attack pass on version 9, 2026-11-28).
+    /// The revocation here must pass within a 2-second lock timeout while bob's transaction
+    /// is open.
+    @Test(arguments: [
+        "SELECT 1 FROM magicmirror.zones WHERE scope = 'shared' AND owner = current_user::text FOR UPDATE",
+        """
+        INSERT INTO magicmirror.records (zone_id, scope, owner, id, version, fields, modified_millis, modified_counter,
+                                         writer, seq, created_millis, created_counter)
+        SELECT zone_id, 'shared', current_user::text, 'mine', 1, convert_to('{}', 'UTF8'), 1, 0, 'bob',
+               nextval('magicmirror.change_seq'), 1, 0
+        FROM magicmirror.zones WHERE scope = 'shared' AND owner = current_user::text
+        """,
+    ])
+    func aRecipientCannotHoldItsRevocation(lock: String) async throws {
+        try await withServer { name, opened, roles in
+            let asAlice = try await opened.open(TestServer.url(database: name, role: roles.alice))
+            let alicesZone = ZoneID.private("Item", user: roles.alice)
+            try await asAlice.commit([Self.save("secret")], to: alicesZone)
+            try await asAlice.share(["secret"], in: alicesZone, with: try MirrorUser(name: roles.bob), access: .readOnly)
+            var revoked: String?
+            try await TestServer.withClient(database: name, role: roles.bob) { client in
+                try await client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: TestServer.logger)
+                    do {
+                        try await connection.query(PostgresQuery(unsafeSQL: lock), logger: TestServer.logger)
+                    } catch is PSQLError {
+                        // Refused: then nothing is held either (the transaction is over).
+                    }
+                    try await TestServer.withClient(database: name, role: roles.alice) { revoking in
+                        try await revoking.withConnection { other in
+                            try await other.query("SET lock_timeout = '2s'", logger: TestServer.logger)
+                            do {
+                                try await other.query(
+                                    "DELETE FROM magicmirror.shares WHERE recipient = \(roles.bob)", logger: TestServer.logger)
+                                revoked = "revoked"
+                            } catch let error as PSQLError {
+                                revoked = error.serverInfo?[.sqlState]
+                            }
+                        }
+                    }
+                    _ = try? await connection.query("ROLLBACK", logger: TestServer.logger)
+                }
+            }
+            #expect(revoked == "revoked", "the revocation while bob held his shared zone: \(revoked ?? "nothing")")
+            #expect(try await asAlice.shares(in: alicesZone).isEmpty)
+        }
+    }
+
     /// Commits in quick succession: a notification that came while the pull of the one
     /// before was under way (which read its change too) does not make the zone quiet, so the
     /// next change is heard at once, not when a quiet interval ends (here an hour: every
