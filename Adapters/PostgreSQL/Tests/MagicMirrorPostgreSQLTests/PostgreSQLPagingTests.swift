@@ -96,13 +96,15 @@ struct PostgreSQLPagingTests {
             let writer = try await opened.open(TestServer.url(database: name))
             try await writer.commit((0..<60).map { Self.save("r\($0)", $0) }, to: zone)
             let reader = try await opened.open(TestServer.url(database: name))
-            let deadline = Duration.seconds(2)
+            // Generous: a page's own read must fit in the deadline beside the pause on a
+            // loaded machine (2 s with 300 ms pauses failed once while the suite ran).
+            let deadline = Duration.seconds(6)
             let started = ContinuousClock.now
             reader.readPaging.withLock { paging in
-                paging.rows = 5
+                paging.rows = 4
                 paging.deadline = deadline
-                // 13 pages, each well within the deadline, together longer than it.
-                paging.afterPage = { _ in try await Task.sleep(for: .milliseconds(300)) }
+                // 16 pages, each well within the deadline, together longer than it.
+                paging.afterPage = { _ in try await Task.sleep(for: .milliseconds(500)) }
             }
             let all = try await reader.fetchAll(in: zone)
             #expect(all.records.count == 60)
@@ -110,7 +112,7 @@ struct PostgreSQLPagingTests {
 
             reader.readPaging.withLock { paging in
                 paging.afterPage = { number in
-                    if number == 3 { try await Task.sleep(for: .seconds(10)) }
+                    if number == 3 { try await Task.sleep(for: .seconds(30)) }
                 }
             }
             let late = await #expect(throws: MirrorError.self) { _ = try await reader.fetchAll(in: zone) }
