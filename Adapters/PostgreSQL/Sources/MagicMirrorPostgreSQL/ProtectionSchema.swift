@@ -214,24 +214,7 @@ enum ProtectionSchema {
         FOR EACH ROW EXECUTE FUNCTION magicmirror.share_guard()
         """,
         // The shared zone's notification, in the new form.
-        """
-        CREATE OR REPLACE FUNCTION magicmirror.touch_shared_zone(p_recipient text, p_record_type text)
-        RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-        DECLARE
-            z record;
-            drawn bigint;
-        BEGIN
-            INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
-            SELECT 'shared', p_recipient, p_record_type, base_generation FROM magicmirror.meta
-            ON CONFLICT (scope, owner, record_type) DO NOTHING;
-            SELECT zone_id, notify_key INTO z FROM magicmirror.zones
-            WHERE scope = 'shared' AND owner = p_recipient AND record_type = p_record_type FOR UPDATE;
-            drawn := nextval('magicmirror.change_seq');
-            UPDATE magicmirror.zones SET last_seq = drawn WHERE zone_id = z.zone_id;
-            PERFORM pg_notify('\(unescaped: NotificationPayload.channel)', magicmirror.notification(z.notify_key, drawn));
-        END
-        $fn$
-        """,
+        SharingSchema.touchSharedZone(rowLock: "FOR UPDATE"),
     ]
 
     /// The trigger function `zone_moved`: a zone's last sequence moves only up, to the number

@@ -247,23 +247,29 @@ enum SharingSchema {
             USING (scope = 'public' OR (scope = 'private' AND owner = current_user::text))
             WITH CHECK (scope = 'public' OR (scope = 'private' AND owner = current_user::text))
         """,
-        """
-        CREATE OR REPLACE FUNCTION magicmirror.touch_shared_zone(p_recipient text, p_record_type text)
-        RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-        DECLARE
-            z record;
-            drawn bigint;
-        BEGIN
-            INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
-            SELECT 'shared', p_recipient, p_record_type, base_generation FROM magicmirror.meta
-            ON CONFLICT (scope, owner, record_type) DO NOTHING;
-            SELECT zone_id, notify_key INTO z FROM magicmirror.zones
-            WHERE scope = 'shared' AND owner = p_recipient AND record_type = p_record_type FOR NO KEY UPDATE;
-            drawn := nextval('magicmirror.change_seq');
-            UPDATE magicmirror.zones SET last_seq = drawn WHERE zone_id = z.zone_id;
-            PERFORM pg_notify('\(unescaped: NotificationPayload.channel)', magicmirror.notification(z.notify_key, drawn));
-        END
-        $fn$
-        """,
+        touchSharedZone(rowLock: "FOR NO KEY UPDATE"),
     ]
+
+    /// `touch_shared_zone` in its form since version 6 (the notification of
+    /// `magicmirror.notification`), locking the shared zone's row with `rowLock`.
+    static func touchSharedZone(rowLock: String) -> PostgresQuery {
+        PostgresQuery(unsafeSQL: """
+            CREATE OR REPLACE FUNCTION magicmirror.touch_shared_zone(p_recipient text, p_record_type text)
+            RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+            DECLARE
+                z record;
+                drawn bigint;
+            BEGIN
+                INSERT INTO magicmirror.zones (scope, owner, record_type, generation)
+                SELECT 'shared', p_recipient, p_record_type, base_generation FROM magicmirror.meta
+                ON CONFLICT (scope, owner, record_type) DO NOTHING;
+                SELECT zone_id, notify_key INTO z FROM magicmirror.zones
+                WHERE scope = 'shared' AND owner = p_recipient AND record_type = p_record_type \(rowLock);
+                drawn := nextval('magicmirror.change_seq');
+                UPDATE magicmirror.zones SET last_seq = drawn WHERE zone_id = z.zone_id;
+                PERFORM pg_notify('\(NotificationPayload.channel)', magicmirror.notification(z.notify_key, drawn));
+            END
+            $fn$
+            """)
+    }
 }
