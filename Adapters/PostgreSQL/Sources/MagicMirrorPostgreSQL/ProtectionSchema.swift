@@ -270,7 +270,9 @@ enum ProtectionSchema {
     ///   at the largest version, or take it back to an earlier one, and mirrors, which apply
     ///   a pulled record only when its version is above theirs, would ignore every later
     ///   change of it. An insert whose version is not 1 is an upsert's proposed row, to be
-    ///   checked as an update, only when the record exists.
+    ///   checked as an update, only when the record exists: checked under the zone's commit
+    ///   lock, which a compaction holds while it deletes tombstones, so that a record deleted
+    ///   meanwhile is made again at version 1.
     static func recordSequenced(
         replacing: Bool, lockKey: String, readCommittedOnly: Bool = false, strictAndVersioned: Bool = false
     ) -> PostgresQuery {
@@ -297,8 +299,8 @@ enum ProtectionSchema {
                     RETURN NEW;
                 END IF;
             \(isolation)
-            \(versioned)
                 PERFORM pg_advisory_xact_lock(\(commitLockClass), \(lockKey));
+            \(versioned)
                 IF NEW.seq <> currval('magicmirror.change_seq') OR NOT EXISTS (
                        SELECT 1 FROM magicmirror.zones z WHERE z.zone_id = NEW.zone_id AND z.last_seq \(after) NEW.seq) THEN
                     RAISE EXCEPTION 'a record''s sequence is the number its commit drew' USING ERRCODE = '42501';

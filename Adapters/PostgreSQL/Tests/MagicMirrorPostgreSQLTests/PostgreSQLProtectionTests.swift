@@ -584,6 +584,50 @@ struct PostgreSQLProtectionTests {
         }
     }
 
+    /// A compaction takes the zone's commit lock before it deletes tombstones, as every
+    /// writer does, so that a record written meanwhile is checked after the tombstones are
+    /// gone: a record deleted could otherwise be made again at any version while a
+    /// compaction ran (found by an attack pass on version 10, 2026-11-28). Here bob holds the
+    /// zone's commit lock; the owner's compaction waits for it (seen in `pg_locks`), then
+    /// passes once bob lets go.
+    @Test func aCompactionTakesTheZonesCommitLock() async throws {
+        try await withServer { name, opened, roles in
+            let asOwner = try await opened.open(TestServer.url(database: name, role: roles.owner))
+            let asCarol = try await opened.open(TestServer.url(database: name, role: roles.carol))
+            let zoneID = ZoneID.public("Item")
+            try await asCarol.commit([Self.save("p1")], to: zoneID)
+            try await asCarol.commit([.delete("p1", baseVersion: 1, timestamp: .testNow())], to: zoneID)
+            let waiting: PostgresQuery = """
+                SELECT count(*)::int8 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                WHERE l.locktype = 'advisory' AND l.classid = \(ProtectionSchema.commitLockClass) AND NOT l.granted
+                  AND a.usename = \(roles.owner)
+                """
+            try await TestServer.withClient(database: name, role: roles.bob) { client in
+                try await client.withConnection { connection in
+                    try await connection.query(
+                        """
+                        SELECT pg_advisory_lock(\(unescaped: String(ProtectionSchema.commitLockClass)), hashtext(notify_key))::text
+                        FROM magicmirror.zones WHERE scope = 'public' AND record_type = 'Item'
+                        """, logger: TestServer.logger)
+                    let compaction = Task { try await asOwner.compactHistory(of: zoneID) }
+                    var seen = 0
+                    for _ in 0..<600 where seen == 0 {
+                        seen = try await TestServer.withAdmin(database: name) { admin in
+                            try await TestServer.count(waiting, with: admin)
+                        }
+                        if seen == 0 { try await Task.sleep(for: .milliseconds(50)) }
+                    }
+                    #expect(seen == 1, "the compaction waited for the zone's commit lock")
+                    try await connection.query("SELECT pg_advisory_unlock_all()", logger: TestServer.logger)
+                    try await compaction.value
+                }
+            }
+            #expect(try await asCarol.fetch(["p1"], in: zoneID).isEmpty)
+            let made = try await asCarol.commit([Self.save("p1")], to: zoneID)
+            #expect(made.isApplied, "a record deleted and compacted is made again at version 1")
+        }
+    }
+
     /// A recipient cannot hold its own shared zone's row locked: it did (`FOR UPDATE`, or a
     /// record of its own placed in that zone, whose foreign key holds `KEY SHARE`), and the
     /// owner's revocation of the share, and every commit of the owner to the shared records,
