@@ -57,12 +57,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "mirror-relay",
-            dependencies: [
-                "MirrorRelayServer",
-                // Its event loops run Swift concurrency's jobs too (main.swift).
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ]
+            dependencies: ["MirrorRelayServer"]
         ),
         // The example's console through a relay: mirror-todo's list for many users.
         .executableTarget(

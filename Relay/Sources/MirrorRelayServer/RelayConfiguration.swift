@@ -59,7 +59,7 @@ public struct RelayConfiguration: Sendable {
         token prints an HS256 token for USER, signed with the secret above (for development
           and scripts; see mirror-relay token --help).
 
-        GET /health answers 200 while the relay can reach the server.
+        GET /health answers 200 while the relay runs (it does not ask the database).
         """
 
     /// Reads the flags, then the environment for what they do not give.

@@ -73,6 +73,12 @@ struct RelayTokens: Sendable {
         guard token.utf8.count <= Self.maximumLength else {
             throw RelayFailure.unauthorized("the token is longer than \(Self.maximumLength) bytes")
         }
+        // A JWT is printable ASCII (base64url and dots). Anything else is refused before the
+        // tokens accepted are looked up: Swift's strings compare by canonical equivalence,
+        // so a copy with U+212A KELVIN SIGN for each "K" was found as the token itself.
+        guard token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw RelayFailure.unauthorized("the token is not a JWT: it has characters other than printable ASCII")
+        }
         let text = String(token)
         if let known = accepted.lookup(text), known.expires > Date() {
             return known
@@ -138,7 +144,8 @@ struct RelayTokens: Sendable {
     }
 }
 
-/// The tokens a relay accepted, by their text: a client sends the same token with every
+/// The tokens a relay accepted, by their text (printable ASCII, so equal strings are equal
+/// bytes): a client sends the same token with every
 /// request until it expires, and checking its signature and decoding its JSON took about 8 %
 /// of the relay's processor per commit. Only a token that passed every check is kept, and it
 /// is taken from here only until its expiry (the checks that depend on the time: a `nbf`

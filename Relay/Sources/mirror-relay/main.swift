@@ -1,13 +1,5 @@
 import Foundation
 import MirrorRelayServer
-import NIOCore
-import NIOPosix
-
-// The relay's requests, its streams and its database connections all run on SwiftNIO's event
-// loops; Swift concurrency's jobs run there too, so that a request does not hop between NIO's
-// threads and the cooperative pool at every await (each hop a thread's wake-up). First, before
-// any job is enqueued.
-NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
 
 // mirror-relay [options] | mirror-relay setup --admin-url URL --relay-role ROLE
 // | mirror-relay token --subject USER | --help

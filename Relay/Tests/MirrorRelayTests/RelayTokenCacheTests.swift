@@ -42,6 +42,23 @@ struct RelayTokenCacheTests {
         #expect(tokens.accepted.count == 0)
     }
 
+    /// A token is kept by its bytes: a copy of a kept token with U+212A KELVIN SIGN for each
+    /// "K" (a string Swift takes for equal) was served from the kept tokens (found by an
+    /// attack pass, 2026-11-28); it is refused.
+    @Test func aTokenIsKeptByItsBytes() async throws {
+        let tokens = await Self.tokens()
+        var token = ""
+        for index in 0..<200 where !token.contains("K") {
+            token = try await RelayTestServer.token("someone\(index)")
+        }
+        try #require(token.contains("K"), "a token with a K to spell otherwise")
+        let subject = try await tokens.verified(authorization: "Bearer " + token).subject
+        let copy = token.replacingOccurrences(of: "K", with: "\u{212A}")
+        #expect(copy == token, "Swift takes the copy for the token")
+        await #expect(throws: RelayFailure.self) { _ = try await tokens.verified(authorization: "Bearer " + copy) }
+        #expect(try await tokens.verified(authorization: "Bearer " + token).subject == subject)
+    }
+
     /// Past its capacity the expired tokens go first, then every token.
     @Test func theKeptTokensAreBounded() {
         let kept = AcceptedTokens(capacity: 3)
