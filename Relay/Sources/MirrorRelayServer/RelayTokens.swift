@@ -145,9 +145,8 @@ struct RelayTokens: Sendable {
 }
 
 /// The tokens a relay accepted, by their text (printable ASCII, so equal strings are equal
-/// bytes): a client sends the same token with every
-/// request until it expires, and checking its signature and decoding its JSON took about 8 %
-/// of the relay's processor per commit. Only a token that passed every check is kept, and it
+/// bytes): a client sends the same token with every request until it expires, and checking
+/// its signature and decoding its JSON took about 8 % of the relay's processor per commit. Only a token that passed every check is kept, and it
 /// is taken from here only until its expiry (the checks that depend on the time: a `nbf`
 /// passed stays passed, and a lifetime within the limit only shrinks). The relay's keys do
 /// not change while it runs. At most `capacity` tokens: past it, the expired ones go, then

@@ -57,6 +57,13 @@ final class Listening: Sendable {
         /// not pulled.
         var dueSequence = 0
         var quietUntil: ContinuousClock.Instant?
+
+        /// No longer due: pulled now, or heard of already.
+        mutating func settle() {
+            due = false
+            dueByTag = false
+            dueSequence = 0
+        }
     }
 
     private struct State {
@@ -321,18 +328,12 @@ final class Listening: Sendable {
                 entry.due && entry.dueByTag && entry.notifyKey != nil && entry.dueSequence <= entry.delivered.sequence
                     ? zone : nil
             }
-            for zone in heard {
-                state.entries[zone]?.due = false
-                state.entries[zone]?.dueByTag = false
-                state.entries[zone]?.dueSequence = 0
-            }
+            for zone in heard { state.entries[zone]?.settle() }
             guard let zone = state.entries.first(where: { _, entry in
                 entry.due && (entry.quietUntil.map { $0 <= now } ?? true)
             })?.key else { return nil }
             let byTag = state.entries[zone]?.dueByTag ?? false
-            state.entries[zone]?.due = false
-            state.entries[zone]?.dueByTag = false
-            state.entries[zone]?.dueSequence = 0
+            state.entries[zone]?.settle()
             return (zone, byTag)
         }
     }

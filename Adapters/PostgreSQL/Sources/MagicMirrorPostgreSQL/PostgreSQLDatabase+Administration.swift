@@ -17,15 +17,11 @@ extension PostgreSQLDatabase {
         let logger = logger
         do {
             try await link.withTransaction(logger: logger) { connection in
-                // The zone's commit lock first, as every writer takes it: a record written
-                // meanwhile is checked (record_sequenced) after the tombstones are gone.
-                try await connection.query(
-                    """
-                    SELECT pg_advisory_xact_lock(\(unescaped: String(ProtectionSchema.commitLockClass)), hashtext(notify_key))::text
-                    FROM magicmirror.zones
-                    WHERE scope = \(key.scope) AND owner = \(key.owner) AND record_type = \(key.recordType)
-                    """, logger: logger)
-                guard let row = try await ZoneRow.lock(key, on: connection, logger: logger) else { return }
+                // The zone's commit lock, then its row, as every writer takes them: a record
+                // written meanwhile is checked (record_sequenced) after the tombstones are gone.
+                let locked = try await RelationshipRows.lockZones(
+                    of: key, types: [key.recordType], on: connection, logger: logger)
+                guard let row = locked[key.recordType] else { return }
                 try await connection.query(
                     "DELETE FROM magicmirror.records WHERE zone_id = \(row.zoneID) AND fields IS NULL",
                     logger: logger)
